@@ -1,0 +1,3 @@
+from dynspec_cli.cli.app import main
+
+main()
