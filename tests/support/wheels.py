@@ -1,0 +1,53 @@
+"""Real published sglang wheels for tests: downloaded once with `pip download --no-deps`,
+cached outside the repo (never committed), unpacked once per version."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+CACHE = Path(os.environ.get("DYNSPEC_TEST_CACHE", Path.home() / ".cache" / "dynspec-tests"))
+
+
+def wheel(version: str) -> Path:
+    """Path of the cached wheel of sglang==version, downloading it if needed."""
+    dest = CACHE / "wheels"
+    dest.mkdir(parents=True, exist_ok=True)
+    found = sorted(dest.glob(f"sglang-{version}-*.whl"))
+    if found:
+        return found[0]
+    subprocess.run(
+        [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary", ":all:",
+         "--python-version", "3.11", "--platform", "manylinux_2_34_x86_64", "--platform", "any",
+         "-d", str(dest), f"sglang=={version}"],
+        check=True,
+    )
+    found = sorted(dest.glob(f"sglang-{version}-*.whl"))
+    if not found:
+        raise RuntimeError(f"pip download gave no wheel for sglang=={version}")
+    return found[0]
+
+
+def unpacked(version: str) -> Path:
+    """Directory holding the unpacked wheel (site-packages layout: <dir>/sglang/...).
+    Treat it as read-only: copy it before patching."""
+    root = CACHE / "unpacked" / version
+    done = root / ".complete"
+    if not done.exists():
+        whl = wheel(version)
+        tmp = root.with_name(root.name + ".tmp")
+        if tmp.exists():
+            import shutil
+
+            shutil.rmtree(tmp)
+        with zipfile.ZipFile(whl) as z:
+            z.extractall(tmp)
+        if root.exists():
+            import shutil
+
+            shutil.rmtree(root)
+        tmp.rename(root)
+        done.touch()
+    return root
