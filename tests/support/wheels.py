@@ -2,7 +2,10 @@
 cached outside the repo (never committed), unpacked once per version."""
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -11,8 +14,25 @@ from pathlib import Path
 CACHE = Path(os.environ.get("DYNSPEC_TEST_CACHE", Path.home() / ".cache" / "dynspec-tests"))
 
 
+@contextlib.contextmanager
+def _locked(name: str):
+    """Serialise downloads/unpacks across processes (tests and tools run concurrently)."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / f".{name}.lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
 def wheel(version: str) -> Path:
     """Path of the cached wheel of sglang==version, downloading it if needed."""
+    with _locked(f"wheel-{version}"):
+        return _wheel(version)
+
+
+def _wheel(version: str) -> Path:
     dest = CACHE / "wheels"
     dest.mkdir(parents=True, exist_ok=True)
     found = sorted(dest.glob(f"sglang-{version}-*.whl"))
@@ -35,19 +55,16 @@ def unpacked(version: str) -> Path:
     Treat it as read-only: copy it before patching."""
     root = CACHE / "unpacked" / version
     done = root / ".complete"
-    if not done.exists():
-        whl = wheel(version)
-        tmp = root.with_name(root.name + ".tmp")
-        if tmp.exists():
-            import shutil
-
-            shutil.rmtree(tmp)
-        with zipfile.ZipFile(whl) as z:
-            z.extractall(tmp)
-        if root.exists():
-            import shutil
-
-            shutil.rmtree(root)
-        tmp.rename(root)
-        done.touch()
+    if done.exists():
+        return root
+    whl = wheel(version)
+    with _locked(f"unpack-{version}"):
+        if not done.exists():
+            tmp = root.with_name(root.name + ".tmp")
+            shutil.rmtree(tmp, ignore_errors=True)
+            with zipfile.ZipFile(whl) as z:
+                z.extractall(tmp)
+            shutil.rmtree(root, ignore_errors=True)
+            tmp.rename(root)
+            done.touch()
     return root
