@@ -1,0 +1,229 @@
+"""Questions about sglang releases, answered from configs/sglang/*.toml.
+
+Version knowledge is handled as sets of known releases (bit masks over releases.toml), so
+evidence from several lines narrows the set by intersection and is reported as spans of real
+releases; a version outside the table is never guessed about."""
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+from typing import Iterable, Optional
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from dynspec_cli.knowledge import tables
+
+V2_SWITCH_ENV = "SGLANG_ENABLE_SPEC_V2"
+_TRUE = {"true", "1", "yes", "y"}
+_FALSE = {"false", "0", "no", "n"}
+
+
+@dataclass(frozen=True)
+class WorkerChoice:
+    module: Optional[str]  # under sglang.srt.speculative
+    cls: Optional[str]
+    error: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class OverlapOutcome:
+    overlap: Optional[bool]
+    warning: Optional[str]  # id in warnings.toml
+    reason: Optional[str] = None
+    error: Optional[str] = None
+    switch_value: Optional[bool] = None
+
+
+class Knowledge:
+    def __init__(self) -> None:
+        d = tables.configs_dir() / "sglang"
+        rel = tables.load_toml(d / "releases.toml", tables.ReleasesFile)
+        self.releases: list[str] = rel.releases
+        self.aliases = rel.aliases
+        self._parsed = [Version(r) for r in self.releases]
+        self.all = (1 << len(self.releases)) - 1
+        self.dispatch_ranges = tables.load_toml(d / "dispatch.toml", tables.DispatchFile).range
+        ov = tables.load_toml(d / "overlap.toml", tables.OverlapFile)
+        self.overlap_ranges = ov.range
+        self.max_running_reset = ov.max_running_requests_reset
+        self.warnings = tables.load_toml(d / "warnings.toml", tables.WarningsFile).warning
+        self.classes = tables.load_toml(d / "modules.toml", tables.ModulesFile).cls
+        self.log_lines = tables.load_toml(d / "log_lines.toml", tables.LogLinesFile).line
+        self.warning_by_id = {w.id: w for w in self.warnings}
+        for r in self.overlap_ranges:
+            for rule in r.rules:
+                if rule.warning and rule.warning not in self.warning_by_id:
+                    raise tables.ConfigError(f"overlap.toml: unknown warning id {rule.warning!r}")
+
+    # --- versions ------------------------------------------------------------------------
+    @functools.lru_cache(maxsize=None)
+    def mask(self, spec: str) -> int:
+        s = SpecifierSet(spec)
+        m = 0
+        for i, v in enumerate(self._parsed):
+            if s.contains(v, prereleases=True):
+                m |= 1 << i
+        return m
+
+    def mask_of(self, version: str) -> int:
+        """Mask of one release; 0 when the version is not in the table."""
+        try:
+            v = Version(version)
+        except InvalidVersion:
+            return 0
+        for i, r in enumerate(self._parsed):
+            if r == v:
+                return 1 << i
+        return 0
+
+    def known(self, version: str) -> bool:
+        return self.mask_of(version) != 0
+
+    def versions_in(self, mask: int) -> list[str]:
+        return [r for i, r in enumerate(self.releases) if mask >> i & 1]
+
+    def span(self, mask: int) -> Optional[str]:
+        """Human range of a set of releases: '0.5.9', '0.5.7 – 0.5.10.post1', or several spans."""
+        if mask == 0:
+            return None
+        spans, start, prev = [], None, None
+        for i, r in enumerate(self.releases):
+            if mask >> i & 1:
+                if start is None:
+                    start = r
+                prev = r
+            elif start is not None:
+                spans.append((start, prev))
+                start = None
+        if start is not None:
+            spans.append((start, prev))
+        return ", ".join(a if a == b else f"{a} – {b}" for a, b in spans)
+
+    def single(self, mask: int) -> Optional[str]:
+        vs = self.versions_in(mask)
+        return vs[0] if len(vs) == 1 else None
+
+    # --- algorithms ------------------------------------------------------------------------
+    def canonical_algorithm(self, name: Optional[str]) -> Optional[str]:
+        if name is None:
+            return None
+        up = name.upper()
+        return self.aliases.get(up, up)
+
+    # --- the overlap switch ------------------------------------------------------------------
+    def overlap_range(self, version: str) -> Optional[tables.OverlapRange]:
+        m = self.mask_of(version)
+        return next((r for r in self.overlap_ranges if self.mask(r.versions) & m), None)
+
+    def switch_value(self, r: tables.OverlapRange, env: dict, flags: set) -> Optional[bool]:
+        sw = r.switch
+        if sw.kind == "flag":
+            return sw.name in flags
+        if sw.kind == "env":
+            raw = env.get(sw.name)
+            if raw is None:
+                return sw.default
+            low = raw.strip().lower()
+            return True if low in _TRUE else False if low in _FALSE else sw.default
+        return None
+
+    def resolve_overlap(self, version: str, algorithm: str, *, env: dict, flags: set,
+                        user_disable: bool, topk: Optional[int], device: Optional[str] = None) -> OverlapOutcome:
+        """What argument resolution of `version` does to the overlap scheduler (static route)."""
+        r = self.overlap_range(version)
+        algo = self.canonical_algorithm(algorithm)
+        if r is None:
+            return OverlapOutcome(None, None)
+        sv = self.switch_value(r, env, flags)
+        for rule in r.rules:
+            if rule.algorithms is not None and algo not in rule.algorithms:
+                continue
+            if rule.switch is not None and rule.switch != sv:
+                continue
+            if rule.user_disable is not None and rule.user_disable != user_disable:
+                continue
+            if rule.topk_gt1 is not None and rule.topk_gt1 != (topk is not None and topk > 1):
+                continue
+            if rule.device_cpu is not None and rule.device_cpu != (device == "cpu"):
+                continue
+            overlap = (not user_disable) if rule.overlap == "user" else rule.overlap
+            return OverlapOutcome(overlap, rule.warning, rule.reason, rule.error, sv)
+        return OverlapOutcome(not user_disable, None, None, None, sv)
+
+    # --- dispatch ----------------------------------------------------------------------------
+    def dispatch_rules(self, version: str) -> Optional[tables.DispatchRange]:
+        m = self.mask_of(version)
+        return next((r for r in self.dispatch_ranges if self.mask(r.versions) & m), None)
+
+    def worker(self, version: str, algorithm: str, overlap: bool, multi_layer: bool = False) -> Optional[WorkerChoice]:
+        r = self.dispatch_rules(version)
+        algo = self.canonical_algorithm(algorithm)
+        if r is None:
+            return None
+        for rule in r.rules:
+            if algo not in rule.algorithms:
+                continue
+            if rule.overlap is not None and rule.overlap != overlap:
+                continue
+            if rule.multi_layer is not None and rule.multi_layer != multi_layer:
+                continue
+            return WorkerChoice(rule.module, rule.cls, rule.error)
+        return None
+
+    def workers_for(self, mask: int, algorithms: Iterable[str], overlaps: Iterable[bool],
+                    multi_layers: Iterable[bool]) -> dict[WorkerChoice, int]:
+        """Every worker the combinations allow, with the releases giving each."""
+        out: dict[WorkerChoice, int] = {}
+        algorithms, overlaps, multi_layers = list(algorithms), list(overlaps), list(multi_layers)
+        for v in self.versions_in(mask):
+            bit = self.mask_of(v)
+            for a in algorithms:
+                for o in overlaps:
+                    for ml in multi_layers:
+                        w = self.worker(v, a, o, ml)
+                        if w is not None:
+                            out[w] = out.get(w, 0) | bit
+        return out
+
+    # --- classes ---------------------------------------------------------------------------
+    def class_row(self, version: str, name: str) -> Optional[tables.ClassRow]:
+        m = self.mask_of(version)
+        return next((c for c in self.classes if c.name == name and self.mask(c.versions) & m), None)
+
+    def mro(self, version: str, name: str) -> list[str]:
+        out, todo = [], [name]
+        while todo:
+            n = todo.pop(0)
+            if n in out:
+                continue
+            out.append(n)
+            row = self.class_row(version, n)
+            if row:
+                todo.extend(row.bases)
+        return out
+
+    def module_of_class(self, name: str) -> Optional[str]:
+        return next((c.module for c in self.classes if c.name == name), None)
+
+    def class_mask(self, name: str) -> int:
+        m = 0
+        for c in self.classes:
+            if c.name == name:
+                m |= self.mask(c.versions)
+        return m
+
+    # --- warnings --------------------------------------------------------------------------
+    @functools.cached_property
+    def warning_matchers(self) -> list[tuple[tables.WarningRow, re.Pattern]]:
+        out = []
+        for w in self.warnings:
+            pat = w.pattern if w.pattern is not None else re.escape(w.text.rstrip())
+            out.append((w, re.compile(pat)))
+        return out
+
+
+@functools.lru_cache(maxsize=1)
+def knowledge() -> Knowledge:
+    return Knowledge()

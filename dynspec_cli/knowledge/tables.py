@@ -1,0 +1,185 @@
+"""Loading configs/*.toml into validated structures (msgspec does the validation: a bad
+table fails with the file, the key path and the problem)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, Literal, Union
+
+import msgspec
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+
+class ConfigError(Exception):
+    """A config or user-supplied TOML file is unreadable or invalid (one line, names the file)."""
+
+
+def configs_dir() -> Path:
+    here = Path(__file__).resolve().parent.parent
+    for candidate in (here / "configs", here.parent / "configs"):  # wheel, then source tree
+        if (candidate / "sglang").is_dir():
+            return candidate
+    raise ConfigError(f"dynspec's configs/ folder was not found next to {here}")
+
+
+def load_toml(path: Path, into: type, where: str | None = None) -> Any:
+    """Parse `path` and convert it to `into`, raising ConfigError with file and key on failure."""
+    label = where or str(path)
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{label}: file not found") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{label}: is a directory, not a TOML file") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{label}: not UTF-8 text") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{label}: invalid TOML: {e}") from None
+    except OSError as e:
+        raise ConfigError(f"{label}: cannot read: {e.strerror}") from None
+    try:
+        return msgspec.convert(raw, into, strict=True)
+    except msgspec.ValidationError as e:
+        raise ConfigError(f"{label}: {e}") from None
+
+
+class _Row(msgspec.Struct, forbid_unknown_fields=True, rename={"cls": "class"}):
+    pass
+
+
+# --- configs/sglang/releases.toml ------------------------------------------------------------
+class ReleasesFile(msgspec.Struct, forbid_unknown_fields=True):
+    releases: list[str]
+    aliases: dict[str, str] = {}
+
+
+# --- configs/sglang/dispatch.toml ------------------------------------------------------------
+class DispatchRule(_Row):
+    algorithms: list[str]
+    overlap: Union[bool, None] = None
+    multi_layer: Union[bool, None] = None
+    module: Union[str, None] = None
+    cls: Union[str, None] = None
+    error: Union[str, None] = None
+
+    def __post_init__(self) -> None:
+        if (self.cls is None) == (self.error is None):
+            raise ValueError("a rule names exactly one of `class` (with `module`) or `error`")
+        if self.cls is not None and self.module is None:
+            raise ValueError(f"rule for {self.cls} has no `module`")
+
+
+class DispatchRange(_Row):
+    versions: str
+    where: str
+    rules: list[DispatchRule]
+
+
+class DispatchFile(msgspec.Struct, forbid_unknown_fields=True):
+    range: list[DispatchRange]
+
+
+# --- configs/sglang/overlap.toml -------------------------------------------------------------
+class Switch(_Row):
+    kind: Literal["none", "flag", "env", "removed", "ignored"]
+    name: Union[str, None] = None
+    default: Union[bool, None] = None
+    overrides_user_disable: bool = False
+    warning: Union[str, None] = None
+
+
+class OverlapRule(_Row):
+    overlap: Union[bool, Literal["user"]]
+    algorithms: Union[list[str], None] = None
+    switch: Union[bool, None] = None
+    user_disable: Union[bool, None] = None
+    topk_gt1: Union[bool, None] = None
+    device_cpu: Union[bool, None] = None
+    warning: Union[str, None] = None
+    reason: Union[str, None] = None
+    error: Union[str, None] = None
+
+
+class OverlapRange(_Row):
+    versions: str
+    switch: Switch
+    rules: list[OverlapRule]
+
+
+class MaxRunningReset(_Row):
+    versions: str
+    value: int
+    algorithms: list[str]
+
+
+class OverlapFile(msgspec.Struct, forbid_unknown_fields=True):
+    range: list[OverlapRange]
+    max_running_requests_reset: MaxRunningReset
+
+
+# --- configs/sglang/warnings.toml ------------------------------------------------------------
+class Implies(_Row):
+    overlap: Union[bool, None] = None
+    algorithms: Union[list[str], None] = None
+    multi_layer: Union[bool, None] = None
+    max_running_requests: Union[int, None] = None
+    env_set: Union[str, None] = None
+
+
+class WarningRow(_Row):
+    id: str
+    versions: str
+    implies: Implies
+    text: Union[str, None] = None
+    pattern: Union[str, None] = None
+    level: Literal["warning", "info", "error"] = "warning"
+
+    def __post_init__(self) -> None:
+        if (self.text is None) == (self.pattern is None):
+            raise ValueError(f"warning {self.id}: give exactly one of `text` or `pattern`")
+
+
+class WarningsFile(msgspec.Struct, forbid_unknown_fields=True):
+    warning: list[WarningRow]
+
+
+# --- configs/sglang/modules.toml -------------------------------------------------------------
+class ClassRow(_Row):
+    name: str
+    module: str
+    versions: str
+    bases: list[str]
+
+
+class ModulesFile(msgspec.Struct, forbid_unknown_fields=True):
+    cls: list[ClassRow] = msgspec.field(name="class")
+
+
+# --- configs/sglang/log_lines.toml -----------------------------------------------------------
+class LogLineRow(_Row):
+    id: str
+    literal: str
+    pattern: str
+    phase: Union[str, None] = None
+    crash: Union[str, None] = None
+    crash_start: bool = False
+    crash_end: bool = False
+    implies: dict[str, Any] = {}
+    versions_by_form: dict[str, str] = {}
+
+
+class LogLinesFile(msgspec.Struct, forbid_unknown_fields=True):
+    line: list[LogLineRow]
+
+
+# --- configs/findings.toml -------------------------------------------------------------------
+class FindingDoc(msgspec.Struct, forbid_unknown_fields=True):
+    name: str
+    severity: Literal["error", "warning", "info"]
+    what: str
+    why: str
+    fix: str
