@@ -1,0 +1,1 @@
+"""How verdicts are shown: a rich report for people, JSON for scripts (same content)."""

@@ -1,0 +1,113 @@
+"""Turning raw log bytes into messages as sglang wrote them.
+
+Real logs carry more than sglang's own `[date time( DPn)( TPn)...] message`: bare lines from
+before logging is configured (< 0.5.11), wrappers added by the user's environment (docker
+compose `svc  | `, Kubernetes CRI `...Z stderr F `, Ray `(Worker pid=..)`), logging's default
+`WARNING:sglang.srt.server_args:` form, level/file tags such as `WARNING server_args.py:2386:`,
+ANSI colours, CRLF, tqdm fragments glued to a line with `\\r`, invalid UTF-8."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
+_WRAPPERS = (
+    # Kubernetes CRI: 2026-02-27T19:49:17.123456789Z stderr F msg
+    re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d) (?:stdout|stderr) [FP] "),
+    # docker compose: service-name-1  | msg
+    re.compile(r"^[A-Za-z0-9][\w.-]*\s+\| ?"),
+    # Ray: (Worker pid=123) / (SchedulerActor pid=1, ip=10.0.0.1) msg
+    re.compile(r"^\((?:[\w.]+ )?pid=\d+(?:, ip=[\d.:a-fA-F]+)?\) ?"),
+    # docker logs --timestamps: 2026-02-27T19:49:17.123456789Z msg
+    re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z "),
+)
+_SGLANG_PREFIX = re.compile(
+    r"^\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d{1,6})?)(?P<tags>(?: [A-Z_]+\d+)*)\] ?"
+)
+_TAG = re.compile(r"([A-Z_]+?)(\d+)")
+_LEVEL_FORMS = (
+    # WARNING server_args.py:2386: msg   (custom logging formats)
+    re.compile(r"^(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) +[\w./-]+\.py:\d+: ?"),
+    # WARNING:sglang.srt.server_args:msg   (logging.basicConfig default)
+    re.compile(r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.]+:"),
+    # INFO:     msg   (uvicorn)
+    re.compile(r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):\s+"),
+    # 2026-02-27 19:49:17,123 - WARNING - msg / 2026-... WARNING msg
+    re.compile(r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)? *-? *(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) *-? *"),
+)
+
+
+@dataclass
+class Line:
+    """One message. `no` is the 1-based physical line number in the file (0 if unknown),
+    `offset` the byte offset where the physical line starts."""
+
+    no: int
+    offset: int
+    text: str  # the physical line, decoded, without ANSI codes and line ending
+    msg: str  # the message, wrappers and prefixes removed
+    ts: str | None = None
+    ranks: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def rank_label(self) -> str:
+        return " ".join(f"{k}{v}" for k, v in self.ranks.items())
+
+
+def decode(raw: bytes) -> str:
+    return raw.decode("utf-8", errors="replace")
+
+
+def strip_noise(text: str) -> str:
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
+    return text.rstrip("\r\n")
+
+
+def parse_message(segment: str) -> tuple[str, str | None, dict[str, int]]:
+    """Strip wrappers and prefixes from one segment; return (msg, timestamp, ranks)."""
+    s = segment
+    ts = None
+    ranks: dict[str, int] = {}
+    for _ in range(4):  # wrappers may nest (compose around k8s around ...)
+        before = s
+        m = _SGLANG_PREFIX.match(s)
+        if m:
+            ts = m.group("ts")
+            tags = m.group("tags")
+            if tags:
+                for t in tags.split():
+                    tm = _TAG.fullmatch(t)
+                    if tm:
+                        ranks[tm.group(1)] = int(tm.group(2))
+            s = s[m.end():]
+        else:
+            for w in _WRAPPERS:
+                m = w.match(s)
+                if m and m.end() < len(s):
+                    s = s[m.end():]
+                    break
+        if s is before:
+            break
+    for lf in _LEVEL_FORMS:
+        m = lf.match(s)
+        if m:
+            s = s[m.end():]
+            break
+    return s, ts, ranks
+
+
+def split_segments(text: str) -> list[str]:
+    """A physical line may hold tqdm fragments joined by `\\r`; each segment is its own message."""
+    if "\r" not in text:
+        return [text]
+    return [p for p in text.split("\r") if p.strip()]
+
+
+def lines_of(raw: bytes, no: int, offset: int) -> list[Line]:
+    text = strip_noise(decode(raw))
+    out = []
+    for seg in split_segments(text):
+        msg, ts, ranks = parse_message(seg)
+        out.append(Line(no, offset, text, msg, ts, ranks))
+    return out

@@ -1,0 +1,99 @@
+"""Evidence rules: each message is checked against the known sglang lines (warnings.toml,
+log_lines.toml) and the feature's marker, giving typed observations. Like invoke's stream
+watchers, the classifier is fed one message at a time and never looks back."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from dynspec_cli.evidence.lines import Line
+from dynspec_cli.knowledge.features import Feature
+from dynspec_cli.knowledge.sglang import Knowledge
+from dynspec_cli.knowledge.tables import LogLineRow, WarningRow
+
+PROBE_PREFIX = "DYNSPEC-PROBE "
+LAUNCH_PREFIX = "DYNSPEC-LAUNCH "
+_EXCEPTION = re.compile(
+    r"^(?P<exception>(?:[A-Za-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit|Warning_?)?)(?::\s*(?P<message>.*))?$"
+)
+_BUILTIN_FATAL = re.compile(r"(?:Error|Exception|Interrupt|Exit)$")
+
+
+@dataclass
+class Observation:
+    kind: str  # warning | landmark | marker | traceback | exception | launch | probe
+    line: Line
+    id: str = ""
+    data: dict[str, Any] = field(default_factory=dict)
+    warning: Optional[WarningRow] = None
+    landmark: Optional[LogLineRow] = None
+
+
+class Classifier:
+    def __init__(self, knowledge: Knowledge, feature: Feature) -> None:
+        self.k = knowledge
+        self.feature = feature
+        self._warnings = knowledge.warning_matchers
+        self._landmarks = [(row, re.compile(row.pattern)) for row in knowledge.log_lines
+                           if row.id not in ("decode-batch", "traceback", "exception-line")]
+        self._decode = next(re.compile(r.pattern) for r in knowledge.log_lines if r.id == "decode-batch")
+        self._decode_row = next(r for r in knowledge.log_lines if r.id == "decode-batch")
+        literals = [feature.marker.literal, "Traceback (most recent call last)", PROBE_PREFIX, LAUNCH_PREFIX]
+        literals += [_literal_of(w) for w, _ in self._warnings]
+        literals += [row.literal for row, _ in self._landmarks]
+        self._any = re.compile("|".join(sorted({re.escape(x) for x in literals if x}, key=len, reverse=True)))
+        self.literals = sorted({x for x in literals if x})
+
+    def classify(self, line: Line) -> list[Observation]:
+        msg = line.msg
+        if msg.startswith("Decode batch"):
+            m = self._decode.search(msg)
+            data = {k: v for k, v in (m.groupdict().items() if m else ()) if v is not None}
+            return [Observation("landmark", line, "decode-batch", data, landmark=self._decode_row)]
+        if not self._any.search(msg):
+            return _maybe_exception(line)
+        out: list[Observation] = []
+        if msg.startswith(PROBE_PREFIX):
+            return [Observation("probe", line, "probe", {"json": msg[len(PROBE_PREFIX):]})]
+        if msg.startswith(LAUNCH_PREFIX):
+            return [Observation("launch", line, "launch", {"json": msg[len(LAUNCH_PREFIX):]})]
+        if self.feature.marker.literal in msg:
+            m = self.feature.marker_re.search(msg)
+            if m:
+                out.append(Observation("marker", line, "marker", {k: v for k, v in m.groupdict().items()}))
+        for row, rx in self._warnings:
+            m = rx.search(msg)
+            if m:
+                out.append(Observation("warning", line, row.id, m.groupdict(), warning=row))
+        for row, rx in self._landmarks:
+            if row.literal in msg:
+                m = rx.search(msg)
+                if m:
+                    out.append(Observation("landmark", line, row.id, m.groupdict(), landmark=row))
+        if "Traceback (most recent call last)" in msg:
+            out.append(Observation("traceback", line, "traceback"))
+        return out or _maybe_exception(line)
+
+
+def _literal_of(w: WarningRow) -> str:
+    if w.text is not None:
+        return w.text.rstrip()
+    # the longest run of plain characters in the pattern is a safe prefilter
+    runs = re.findall(r"[A-Za-z0-9 ,/=:-]{6,}", w.pattern)
+    return max(runs, key=len) if runs else ""
+
+
+def _maybe_exception(line: Line) -> list[Observation]:
+    """`ValueError: ...` at the start of a line ends a traceback (the engine decides whether
+    a traceback is open)."""
+    msg = line.msg
+    if not msg or msg[0].isspace() or ":" not in msg[:120] and not _BUILTIN_FATAL.search(msg):
+        return []
+    m = _EXCEPTION.match(msg)
+    if not m:
+        return []
+    name = m.group("exception")
+    if not _BUILTIN_FATAL.search(name.split(".")[-1]):
+        return []
+    return [Observation("exception", line, "exception", {"exception": name, "message": m.group("message") or ""})]

@@ -1,0 +1,82 @@
+"""Features: the patches dynspec checks for, described in TOML (configs/features/*.toml)."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Optional
+
+import msgspec
+
+from dynspec_cli.knowledge.tables import ConfigError, configs_dir, load_toml
+
+
+class Marker(msgspec.Struct, forbid_unknown_fields=True):
+    pattern: str
+    literal: str
+    logged_by: str = ""
+
+
+class Flag(msgspec.Struct, forbid_unknown_fields=True):
+    name: str
+    dest: str
+
+
+class PatchLocation(msgspec.Struct, forbid_unknown_fields=True, rename={"cls": "class"}):
+    module: str
+    cls: str
+    function: str = "__init__"
+
+
+class Threshold(msgspec.Struct, forbid_unknown_fields=True):
+    field: str
+    arg: str
+
+
+class Expect(msgspec.Struct, forbid_unknown_fields=True):
+    speculate_at_or_below_threshold: bool = True
+
+
+class Feature(msgspec.Struct, forbid_unknown_fields=True, dict=True):
+    name: str
+    title: str
+    marker: Marker
+    summary: str = ""
+    flag: Optional[Flag] = None
+    patch: list[PatchLocation] = []
+    threshold: Optional[Threshold] = None
+    expect: Expect = msgspec.field(default_factory=Expect)
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        try:
+            self.marker_re = re.compile(self.marker.pattern)
+        except re.error as e:
+            raise ValueError(f"marker.pattern is not a valid regex: {e}") from None
+        if not self.marker.literal:
+            raise ValueError("marker.literal must be a non-empty substring of every marker line")
+
+
+DEFAULT_FEATURE = "dynamic-spec-disable"
+
+
+def features_dir() -> Path:
+    return configs_dir() / "features"
+
+
+def available() -> list[str]:
+    return sorted(p.stem for p in features_dir().glob("*.toml"))
+
+
+def load_feature(name_or_path: str | None) -> Feature:
+    """A bundled feature by name, or a TOML file by path."""
+    ref = name_or_path or DEFAULT_FEATURE
+    p = Path(ref)
+    if p.suffix == ".toml" or "/" in ref or p.exists():
+        path, label = p, ref
+    else:
+        path, label = features_dir() / f"{ref}.toml", f"feature {ref!r}"
+        if not path.exists():
+            raise ConfigError(f"unknown feature {ref!r}: bundled features are {', '.join(available())}; or pass a path to a .toml file")
+    f = load_toml(path, Feature, where=label)
+    f.source = str(path)
+    return f

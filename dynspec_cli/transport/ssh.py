@@ -1,0 +1,171 @@
+"""SSHHost: scripts run by the remote /bin/sh over one paramiko connection (lazily opened).
+
+Importing this module does not import paramiko; the first connection does (see sshconnect).
+Each operation is one SSH exec channel. The command string is `shell.envelope(script)`, so the
+remote login shell (bash, zsh, fish, ...) only ever sees digits and a fixed wrapper.
+"""
+from __future__ import annotations
+
+import select
+import threading
+from dataclasses import dataclass
+
+from dynspec_cli.transport import shell
+from dynspec_cli.transport.errors import ConnectionLost
+from dynspec_cli.transport.host import Host, Process
+
+
+@dataclass
+class Options:
+    """What SSHHost was constructed with (resolved against ssh_config at connect time)."""
+
+    destination: str
+    ssh_config_path: str | None = "~/.ssh/config"
+    known_hosts_path: str | None = None  # None: UserKnownHostsFile from config, else ~/.ssh/known_hosts
+    accept_new_host_key: bool | None = None  # None: StrictHostKeyChecking accept-new from config, else no
+    connect_timeout: float | None = None  # None: ConnectTimeout from config, else 10 s
+    keepalive: float | None = None  # None: ServerAliveInterval from config, else 15 s
+    allow_agent: bool = True
+    look_for_keys: bool = True
+
+
+class SSHProcess(Process):
+    def __init__(self, host: "SSHHost", transport, chan, *, stdin: bool):
+        self._host = host
+        self._transport = transport
+        self._chan = chan
+        if not stdin:
+            chan.shutdown_write()
+
+    def write(self, data: bytes) -> None:
+        self._chan.sendall(data)
+
+    def close_stdin(self) -> None:
+        self._chan.shutdown_write()
+
+    def read(self, timeout: float | None) -> tuple[bytes, bytes, bool]:
+        chan = self._chan
+        if not (chan.recv_ready() or chan.recv_stderr_ready() or chan.eof_received or chan.closed):
+            # the channel's fileno is readable when stdout or stderr has data, or on EOF/close
+            select.select([chan], [], [], timeout)
+        out = chan.recv(65536) if chan.recv_ready() else b""
+        err = chan.recv_stderr(65536) if chan.recv_stderr_ready() else b""
+        eof = (chan.eof_received or chan.closed) and not chan.recv_ready() and not chan.recv_stderr_ready()
+        return out, err, eof
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        if not self._chan.status_event.wait(timeout):
+            return None
+        code = self._chan.exit_status
+        if code == -1 and not self._transport.is_active():
+            raise ConnectionLost(self._host.name, "connection lost while a command was running")
+        return code
+
+    def kill(self) -> None:
+        chan = self._chan
+        if not chan.closed and not chan.status_event.is_set():
+            _send_signal(chan, "KILL")
+        chan.close()
+
+
+def _send_signal(chan, name: str) -> None:
+    """RFC 4254 "signal" request: OpenSSH >= 7.9 killpg()s the session's process group."""
+    from paramiko.common import cMSG_CHANNEL_REQUEST
+    from paramiko.message import Message
+
+    m = Message()
+    m.add_byte(cMSG_CHANNEL_REQUEST)
+    m.add_int(chan.remote_chanid)
+    m.add_string("signal")
+    m.add_boolean(False)
+    m.add_string(name)
+    try:
+        chan.transport._send_user_message(m)
+    except Exception:  # noqa: BLE001 - best effort on a dying channel
+        pass
+
+
+class SSHHost(Host):
+    """A host reached over SSH as OpenSSH would reach `destination` (alias, user@host[:port]).
+
+    Nothing happens until the first operation (or `connect()`), so constructing one is free and
+    paramiko is not imported. Errors are `ConnectError` subclasses with one-line messages.
+    `python` is the remote interpreter for the host's own helpers (the follower).
+    """
+
+    def __init__(
+        self,
+        destination: str,
+        *,
+        ssh_config_path: str | None = "~/.ssh/config",
+        known_hosts_path: str | None = None,
+        accept_new_host_key: bool | None = None,
+        python: str = "python3",
+        connect_timeout: float | None = None,
+        keepalive: float | None = None,
+        allow_agent: bool = True,
+        look_for_keys: bool = True,
+    ):
+        self.name = destination
+        self.python = python
+        self._options = Options(
+            destination=destination,
+            ssh_config_path=ssh_config_path,
+            known_hosts_path=known_hosts_path,
+            accept_new_host_key=accept_new_host_key,
+            connect_timeout=connect_timeout,
+            keepalive=keepalive,
+            allow_agent=allow_agent,
+            look_for_keys=look_for_keys,
+        )
+        self._lock = threading.RLock()
+        self._conn = None
+
+    def connect(self) -> "SSHHost":
+        """Connect now (raising ConnectError subclasses) instead of at the first operation."""
+        with self._lock:
+            if self._conn is None or not self._conn.active():
+                self._drop()
+                from dynspec_cli.transport import sshconnect
+
+                self._conn = sshconnect.connect(self._options)
+        return self
+
+    def _connected(self) -> bool:
+        conn = self._conn
+        return conn is not None and conn.active()
+
+    def _reconnect(self, *, force: bool = False) -> None:
+        with self._lock:
+            if force:
+                self._drop()
+            self.connect()
+
+    def _drop(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def close(self) -> None:
+        self._drop()
+
+    def _start(self, script: str, *, stdin: bool) -> Process:
+        command = shell.envelope(script)
+        for attempt in (1, 2):
+            self.connect()
+            transport = self._conn.transport
+            try:
+                chan = transport.open_session(timeout=30)
+                break
+            except Exception as e:  # noqa: BLE001 - paramiko raises SSHException, EOFError, OSError
+                # nothing ran yet, so trying once more on a fresh connection is safe
+                if attempt == 2:
+                    raise ConnectionLost(self.name, f"cannot open a session: {e or type(e).__name__}") from None
+                self._drop()
+        try:
+            chan.exec_command(command)
+        except Exception as e:  # noqa: BLE001
+            chan.close()
+            raise ConnectionLost(self.name, f"cannot start a command: {e or type(e).__name__}") from None
+        return SSHProcess(self, transport, chan, stdin=stdin)

@@ -1,0 +1,337 @@
+"""Reaching an SSH host with paramiko the way OpenSSH would: ssh_config, ProxyJump, known_hosts.
+
+This module imports paramiko (~270 ms); `ssh.SSHHost` imports it only when it first connects.
+
+What is honoured from ssh_config (`Include` is inlined first, since paramiko does not do it):
+Host aliases/patterns, HostName, User, Port, IdentityFile, IdentitiesOnly, ProxyJump (comma
+chains; a jump host's own ProxyJump is followed, as `ssh -J` does), ProxyCommand, HostKeyAlias,
+UserKnownHostsFile, StrictHostKeyChecking accept-new, ConnectTimeout, ServerAliveInterval.
+Keys: IdentityFile entries, else the default ~/.ssh/id_* keys, plus ssh-agent (unless
+IdentitiesOnly). Password / keyboard-interactive auth is not attempted: this is a batch tool.
+
+Host keys: unknown -> HostKeyUnknown unless accept-new (then appended to known_hosts);
+changed (or known only with another key type) -> HostKeyChanged, always.
+"""
+from __future__ import annotations
+
+import getpass
+import glob
+import os
+import re
+import socket
+import time
+from dataclasses import dataclass, field
+
+import paramiko
+
+from dynspec_cli.transport.errors import (
+    AuthFailed,
+    ConnectError,
+    ConnectionRefused,
+    ConnectTimeout,
+    HostKeyChanged,
+    HostKeyUnknown,
+    HostNotFound,
+    SSHConfigError,
+)
+from dynspec_cli.transport.ssh import Options
+
+MAX_JUMPS = 8
+
+
+@dataclass
+class Target:
+    """One hop, resolved through ssh_config."""
+
+    spec: str  # as written (alias, user@host:port, ...)
+    hostname: str
+    port: int
+    user: str
+    identity_files: list[str]
+    identities_only: bool
+    proxy_jump: list[str]
+    proxy_command: str | None
+    host_key_alias: str | None
+    known_hosts: str
+    accept_new: bool
+    connect_timeout: float
+    keepalive: float
+
+    @property
+    def label(self) -> str:
+        where = f"{self.user}@{self.hostname}:{self.port}"
+        return where if self.spec == where else f"{self.spec} ({where})"
+
+    @property
+    def key_name(self) -> str:
+        """How known_hosts names this host."""
+        if self.host_key_alias:
+            return self.host_key_alias
+        return self.hostname if self.port == 22 else f"[{self.hostname}]:{self.port}"
+
+
+@dataclass
+class Connection:
+    clients: list = field(default_factory=list)  # jump hosts first, the target last
+    labels: list = field(default_factory=list)
+
+    @property
+    def transport(self) -> paramiko.Transport:
+        return self.clients[-1].get_transport()
+
+    def active(self) -> bool:
+        return bool(self.clients) and all(
+            (t := c.get_transport()) is not None and t.is_active() for c in self.clients
+        )
+
+    def close(self) -> None:
+        for c in reversed(self.clients):
+            try:
+                c.close()
+            except Exception:  # noqa: BLE001 - closing a dead connection may fail any way
+                pass
+        self.clients.clear()
+        self.labels.clear()
+
+
+# --- destination and config ----------------------------------------------------------------------
+_DEST = re.compile(r"^(?:ssh://)?(?:(?P<user>[^@/]+)@)?(?:\[(?P<v6>[^\]]+)\]|(?P<host>[^:/@]+))(?::(?P<port>\d+))?/?$")
+
+
+def parse_destination(spec: str) -> tuple[str | None, str, int | None]:
+    """`[ssh://][user@]host[:port]` (IPv6 as `[addr]`) -> (user, host, port)."""
+    m = _DEST.match(spec.strip())
+    if not m:
+        if spec.count(":") > 1 and "@" not in spec:  # bare IPv6 address
+            return None, spec, None
+        raise SSHConfigError(spec, "not an SSH destination; use alias, user@host or user@host:port")
+    port = int(m["port"]) if m["port"] else None
+    return m["user"], m["v6"] or m["host"], port
+
+
+def load_config(path: str | None) -> paramiko.SSHConfig:
+    if not path:
+        return paramiko.SSHConfig()
+    path = os.path.expanduser(path)
+    if not os.path.exists(path):
+        return paramiko.SSHConfig()
+    try:
+        return paramiko.SSHConfig.from_text(_inline_includes(path, os.path.dirname(path), 0))
+    except (OSError, paramiko.ConfigParseError) as e:
+        raise SSHConfigError(path, f"cannot use ssh_config: {e}") from e
+
+
+def _inline_includes(path: str, base: str, depth: int) -> str:
+    if depth > 16:
+        raise SSHConfigError(path, "Include nested too deeply (loop?)")
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            m = re.match(r"\s*include(?:\s*=\s*|\s+)(.+)", line, re.IGNORECASE)
+            if not m:
+                out.append(line)
+                continue
+            for pattern in m.group(1).split():
+                pattern = os.path.expanduser(pattern)
+                if not os.path.isabs(pattern):
+                    pattern = os.path.join(base, pattern)
+                for inc in sorted(glob.glob(pattern)):
+                    out.append(_inline_includes(inc, base, depth + 1) + "\n")
+    return "".join(out)
+
+
+def resolve(spec: str, config: paramiko.SSHConfig, opts: Options) -> Target:
+    user, host, port = parse_destination(spec)
+    conf = config.lookup(host)
+
+    def opt(key: str) -> str | None:
+        v = conf.get(key)
+        return None if v is None or str(v).lower() == "none" else str(v)
+
+    try:
+        port = port or int(conf.get("port", 22))
+    except ValueError as e:
+        raise SSHConfigError(spec, f"bad Port in ssh_config: {conf.get('port')!r}") from e
+    jumps = opt("proxyjump")
+    known = opts.known_hosts_path or (opt("userknownhostsfile") or "~/.ssh/known_hosts").split()[0]
+    accept_new = opts.accept_new_host_key
+    if accept_new is None:
+        accept_new = (opt("stricthostkeychecking") or "").lower() == "accept-new"
+    timeout = opts.connect_timeout or float(opt("connecttimeout") or 10)
+    keepalive = opts.keepalive if opts.keepalive is not None else float(opt("serveraliveinterval") or 15)
+    return Target(
+        spec=spec,
+        hostname=opt("hostname") or host,
+        port=port,
+        user=user or opt("user") or getpass.getuser(),
+        identity_files=[os.path.expanduser(p) for p in conf.get("identityfile", [])],
+        identities_only=(opt("identitiesonly") or "no").lower() == "yes",
+        proxy_jump=[j.strip() for j in jumps.split(",") if j.strip()] if jumps else [],
+        proxy_command=opt("proxycommand"),
+        host_key_alias=opt("hostkeyalias"),
+        known_hosts=os.path.expanduser(known),
+        accept_new=accept_new,
+        connect_timeout=timeout,
+        keepalive=keepalive,
+    )
+
+
+# --- host keys -----------------------------------------------------------------------------------
+def fingerprint(key: paramiko.PKey) -> str:
+    return f"{_key_type(key)} {key.fingerprint}"
+
+
+def _key_type(key: paramiko.PKey) -> str:
+    name = key.get_name()
+    return {"ssh-ed25519": "ED25519", "ssh-rsa": "RSA"}.get(name, name.upper())
+
+
+class HostKeyPolicy(paramiko.MissingHostKeyPolicy):
+    """Unknown host key: refuse, or (accept-new) record it in known_hosts and go on."""
+
+    def __init__(self, target: Target):
+        self.target = target
+
+    def missing_host_key(self, client, hostname, key):
+        t = self.target
+        fp = fingerprint(key)
+        if not t.accept_new:
+            raise HostKeyUnknown(
+                t.label,
+                f"unknown host key {fp} for {hostname} (not in {t.known_hosts}); verify it, then add it "
+                f"(ssh-keyscan -p {t.port} {t.hostname} >> {t.known_hosts}) or allow accept-new",
+                fingerprint=fp, known_hosts=t.known_hosts,
+            )
+        os.makedirs(os.path.dirname(t.known_hosts) or ".", mode=0o700, exist_ok=True)
+        fd = os.open(t.known_hosts, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        with os.fdopen(fd, "a", encoding="ascii") as f:
+            if f.tell() > 0 and not _ends_with_newline(t.known_hosts):
+                f.write("\n")
+            f.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
+        client.get_host_keys().add(hostname, key.get_name(), key)
+
+
+def _ends_with_newline(path: str) -> bool:
+    with open(path, "rb") as f:
+        f.seek(-1, os.SEEK_END)
+        return f.read(1) == b"\n"
+
+
+# --- connecting ----------------------------------------------------------------------------------
+def connect(opts: Options) -> Connection:
+    config = load_config(opts.ssh_config_path)
+    conn = Connection()
+    try:
+        _connect_hop(opts.destination, config, opts, conn, via=None, depth=0)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _connect_hop(spec: str, config, opts: Options, conn: Connection, *, via, depth: int) -> None:
+    """Connect to spec (through the transport `via`, if given), appending clients to conn."""
+    if depth > MAX_JUMPS:
+        raise SSHConfigError(spec, f"more than {MAX_JUMPS} ProxyJump hops (a loop in ssh_config?)")
+    target = resolve(spec, config, opts)
+    if via is None and target.proxy_jump:
+        # `ProxyJump a,b`: a is reached as configured (its own ProxyJump too), b through a, ...
+        for i, hop in enumerate(target.proxy_jump):
+            _connect_hop(hop, config, opts, conn, via=None if i == 0 else conn.transport, depth=depth + 1)
+        via = conn.transport
+    sock = _open_socket(target, via, conn)
+    client = paramiko.SSHClient()
+    conn.clients.append(client)  # closed with conn on failure
+    conn.labels.append(target.label)
+    if os.path.exists(target.known_hosts):
+        try:
+            # "system" host keys: SSHClient never rewrites these; accept-new appends itself
+            client.load_system_host_keys(target.known_hosts)
+        except (OSError, paramiko.SSHException) as e:
+            raise SSHConfigError(target.label, f"cannot read {target.known_hosts}: {e}") from e
+    client.set_missing_host_key_policy(HostKeyPolicy(target))
+    use_files = [p for p in target.identity_files if os.path.exists(p)]
+    started = time.monotonic()
+    try:
+        client.connect(
+            target.host_key_alias or target.hostname,
+            port=22 if target.host_key_alias else target.port,
+            username=target.user,
+            sock=sock,
+            key_filename=use_files or None,
+            allow_agent=opts.allow_agent and not target.identities_only,
+            look_for_keys=opts.look_for_keys and not target.identity_files,
+            timeout=target.connect_timeout,
+            banner_timeout=target.connect_timeout,
+            auth_timeout=target.connect_timeout,
+            channel_timeout=target.connect_timeout,
+        )
+    except paramiko.BadHostKeyException as e:
+        new, old = fingerprint(e.key), fingerprint(e.expected_key)
+        raise HostKeyChanged(
+            target.label,
+            f"HOST KEY CHANGED for {target.key_name}: server offers {new}, {target.known_hosts} has {old}; "
+            f"refusing (possible man-in-the-middle). If the change is expected: "
+            f"ssh-keygen -R '{target.key_name}' -f {target.known_hosts}",
+            fingerprint=new, known_hosts=target.known_hosts,
+        ) from None
+    except paramiko.BadAuthenticationType as e:
+        raise AuthFailed(target.label, f"authentication failed for user {target.user}: server allows only "
+                                       f"{', '.join(e.allowed_types)}") from None
+    except paramiko.AuthenticationException as e:
+        tried = use_files or (["agent and ~/.ssh/id_* keys"] if opts.look_for_keys else ["agent keys"])
+        missing = [p for p in target.identity_files if p not in use_files]
+        note = f"; IdentityFile not found: {', '.join(missing)}" if missing else ""
+        raise AuthFailed(target.label, f"authentication failed for user {target.user} "
+                                       f"(tried {', '.join(tried)}){note}: {e}") from None
+    except (HostKeyUnknown, ConnectError):
+        raise
+    except (paramiko.SSHException, EOFError, OSError) as e:
+        elapsed = time.monotonic() - started
+        text = str(e) or type(e).__name__
+        if "banner" in text.lower() or isinstance(e, (socket.timeout, TimeoutError)):
+            if elapsed >= target.connect_timeout * 0.9:
+                raise ConnectTimeout(target.label, f"no SSH handshake within {target.connect_timeout:g}s "
+                                                   f"(is {target.hostname}:{target.port} an SSH server?)") from None
+            raise ConnectError(target.label, f"connection closed during SSH handshake "
+                                             f"(not an SSH server, or sshd MaxStartups?): {text}") from None
+        raise ConnectError(target.label, f"SSH negotiation failed: {text}") from None
+    transport = client.get_transport()
+    if target.keepalive:
+        transport.set_keepalive(max(1, int(target.keepalive)))
+
+
+def _open_socket(target: Target, via, conn: Connection):
+    addr = (target.hostname, target.port)
+    if via is not None:
+        try:
+            return via.open_channel("direct-tcpip", addr, ("127.0.0.1", 0), timeout=target.connect_timeout)
+        except paramiko.ChannelException as e:
+            why = e.text or "connect failed"
+            hop = f"jump host {conn.labels[-1]}"
+            if e.code == paramiko.OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED:
+                raise ConnectError(target.label, f"{hop} refuses forwarding: {why}") from None
+            if re.search(r"resolve|name or service|not known", why, re.IGNORECASE):
+                raise HostNotFound(target.label, f"{hop} cannot resolve {target.hostname}: {why}") from None
+            raise ConnectionRefused(target.label, f"{hop} cannot connect to "
+                                                  f"{target.hostname}:{target.port}: {why}") from None
+        except (paramiko.SSHException, EOFError, OSError) as e:
+            raise ConnectError(target.label, f"jump host connection failed: {e}") from None
+    if target.proxy_command:
+        try:
+            return paramiko.ProxyCommand(target.proxy_command)
+        except Exception as e:  # noqa: BLE001 - ProxyCommand raises a variety
+            raise ConnectError(target.label, f"ProxyCommand failed to start: {e}") from None
+    try:
+        return socket.create_connection(addr, timeout=target.connect_timeout)
+    except socket.gaierror as e:
+        raise HostNotFound(target.label, f"cannot resolve {target.hostname}: {e.strerror}") from None
+    except ConnectionRefusedError:
+        raise ConnectionRefused(target.label, f"connection refused by {target.hostname}:{target.port} "
+                                              f"(no sshd listening?)") from None
+    except (socket.timeout, TimeoutError):
+        raise ConnectTimeout(target.label, f"no TCP connection to {target.hostname}:{target.port} within "
+                                           f"{target.connect_timeout:g}s") from None
+    except OSError as e:
+        raise ConnectError(target.label, f"cannot reach {target.hostname}:{target.port}: "
+                                         f"{e.strerror or e}") from None

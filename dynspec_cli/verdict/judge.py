@@ -1,0 +1,465 @@
+"""From observations to a verdict.
+
+Observations are grouped into launches (a log file often holds several appended launches);
+only the newest launch is judged. The verdict is recomputed cheaply after every batch of
+lines, so `--follow` can stop the moment it is decided."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from dynspec_cli.evidence.lines import Line
+from dynspec_cli.evidence.rules import Observation
+from dynspec_cli.evidence.server_args import parse_dump
+from dynspec_cli.knowledge.features import Feature
+from dynspec_cli.knowledge.findings import Finding
+from dynspec_cli.knowledge.sglang import Knowledge
+from dynspec_cli.verdict import workers
+
+EXIT = {"live": 0, "dead": 1, "inconclusive": 3, "crashed": 4}
+_DECISIVE_CRASH = {"unrecognized-arguments", "scheduler-exception", "child-failed", "killed", "no-nvidia-driver", "cuda-oom"}
+_RESOLVE_PHASE = {"warning", "launch"}
+
+
+@dataclass
+class Crash:
+    exception: str
+    message: str
+    line: Line
+    decisive: bool
+
+
+@dataclass
+class Launch:
+    index: int
+    first: Line
+    mask: int
+    version_notes: list[tuple[Line, str, int]] = field(default_factory=list)
+    conflict: Optional[Line] = None
+    algorithms: Optional[set] = None
+    algorithm: Optional[str] = None
+    algorithm_line: Optional[Line] = None
+    spec_off_line: Optional[Line] = None
+    overlap: Optional[bool] = None
+    overlap_line: Optional[Line] = None
+    multi_layer: Optional[bool] = None
+    max_running: Optional[int] = None
+    max_running_line: Optional[Line] = None
+    tp_size: Optional[int] = None
+    dump: dict[str, Any] = field(default_factory=dict)
+    dump_line: Optional[Line] = None
+    env_set: dict[str, Line] = field(default_factory=dict)
+    warnings: list[Observation] = field(default_factory=list)
+    markers: list[Observation] = field(default_factory=list)
+    ready: Optional[Line] = None
+    crash: Optional[Crash] = None
+    flag_rejected: Optional[Line] = None
+    in_traceback: bool = False
+    traceback_line: Optional[Line] = None
+    progress_after_crash: bool = False
+    past_resolution: bool = False
+    phase: str = "args"
+    shards: Optional[str] = None
+    decode_lines: int = 0
+    decode_with_accept: int = 0
+    last_decode: dict[str, str] = field(default_factory=dict)
+    probes: list[dict] = field(default_factory=list)
+    header: dict[str, Any] = field(default_factory=dict)
+    last_line: Optional[Line] = None
+
+
+@dataclass
+class Verdict:
+    verdict: str
+    feature: str
+    sglang_version: Optional[str]
+    speculative_algorithm: Optional[str]
+    overlap_schedule: Optional[bool]
+    worker: dict[str, Any]
+    server_ready: bool
+    crashed: bool
+    crash: Optional[dict[str, Any]]
+    marker: dict[str, Any]
+    findings: list[Finding]
+    launch: dict[str, Any]
+    missing: list[str] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT[self.verdict]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "verdict": self.verdict,
+            "exit_code": self.exit_code,
+            "feature": self.feature,
+            "sglang_version": self.sglang_version,
+            "speculative_algorithm": self.speculative_algorithm,
+            "overlap_schedule": self.overlap_schedule,
+            "worker": self.worker,
+            "server_ready": self.server_ready,
+            "crashed": self.crashed,
+            "crash": self.crash,
+            "marker": self.marker,
+            "findings": [
+                {"code": f.code, "name": f.name, "severity": f.severity, "message": f.message,
+                 "line": f.line, "text": f.text, "fix": f.fix}
+                for f in self.findings
+            ],
+            "launch": self.launch,
+            "missing": self.missing,
+        }
+
+
+def _loc(line: Optional[Line]) -> dict[str, Any] | None:
+    if line is None:
+        return None
+    return {"line": line.no or None, "offset": line.offset, "text": line.text}
+
+
+class Judge:
+    """Fed observations in log order; judges the newest launch."""
+
+    def __init__(self, knowledge: Knowledge, feature: Feature, *, patched_classes: list[str] | None = None,
+                 sglang_version: str | None = None) -> None:
+        self.k = knowledge
+        self.feature = feature
+        self.patched = patched_classes or [p.cls for p in feature.patch]
+        self.pinned = sglang_version
+        self.pinned_mask = knowledge.mask_of(sglang_version) if sglang_version else None
+        self.launches: list[Launch] = []
+        self.earlier_markers: list[Observation] = []
+
+    # --- feeding ---------------------------------------------------------------------------
+    def _current(self, line: Line) -> Launch:
+        if not self.launches:
+            self.launches.append(Launch(1, line, self.k.all))
+        return self.launches[-1]
+
+    def _new_launch(self, line: Line) -> Launch:
+        if self.launches:
+            self.earlier_markers.extend(self.launches[-1].markers)
+        la = Launch(len(self.launches) + 1, line, self.k.all)
+        self.launches.append(la)
+        return la
+
+    def feed(self, obs: Observation) -> None:
+        line = obs.line
+        la = self._current(line)
+        starts = obs.kind in _RESOLVE_PHASE or (obs.kind == "landmark" and obs.id in ("server-args-dump", "unrecognized-arguments"))
+        if starts and la.past_resolution:  # argument resolution again after runtime lines or a crash
+            la = self._new_launch(line)
+        la.last_line = line
+        handler = getattr(self, f"_on_{obs.kind.replace('-', '_')}")
+        handler(la, obs)
+
+    def _narrow(self, la: Launch, line: Line, mask: int, why: str) -> None:
+        new = la.mask & mask
+        if new == 0:
+            la.conflict = la.conflict or line
+            return
+        if new != la.mask:
+            la.version_notes.append((line, why, mask))
+        la.mask = new
+
+    def _on_launch(self, la: Launch, obs: Observation) -> None:
+        try:
+            la.header = json.loads(obs.data["json"])
+        except (ValueError, TypeError):
+            la.header = {}
+
+    def _on_warning(self, la: Launch, obs: Observation) -> None:
+        w = obs.warning
+        la.warnings.append(obs)
+        self._narrow(la, obs.line, self.k.mask(w.versions), f"'{w.id}' is logged by {self.k.span(self.k.mask(w.versions))}")
+        imp = w.implies
+        if imp.algorithms:
+            la.algorithms = set(imp.algorithms) if la.algorithms is None else (la.algorithms & set(imp.algorithms)) or la.algorithms
+        if imp.overlap is not None:
+            la.overlap, la.overlap_line = imp.overlap, obs.line
+        if imp.multi_layer is not None:
+            la.multi_layer = imp.multi_layer
+        if imp.max_running_requests is not None and la.max_running is None:
+            la.max_running, la.max_running_line = imp.max_running_requests, obs.line
+        if imp.env_set:
+            la.env_set.setdefault(imp.env_set, obs.line)
+        if w.level == "error":
+            la.crash = la.crash or Crash("ValueError", w.text or obs.line.msg, obs.line, decisive=True)
+            la.past_resolution = True
+
+    def _on_marker(self, la: Launch, obs: Observation) -> None:
+        la.markers.append(obs)
+
+    def _on_probe(self, la: Launch, obs: Observation) -> None:
+        try:
+            la.probes.append(json.loads(obs.data["json"]))
+        except (ValueError, TypeError):
+            pass
+
+    def _on_traceback(self, la: Launch, obs: Observation) -> None:
+        la.in_traceback = True
+        la.traceback_line = la.traceback_line or obs.line
+
+    def _on_exception(self, la: Launch, obs: Observation) -> None:
+        if not la.in_traceback:
+            return
+        la.crash = Crash(obs.data["exception"], obs.data["message"], obs.line, decisive=False)
+        la.progress_after_crash = False
+        la.past_resolution = True
+
+    def _on_landmark(self, la: Launch, obs: Observation) -> None:
+        row, line, d = obs.landmark, obs.line, obs.data
+        if row.id == "server-args-dump":
+            self._on_dump(la, obs)
+            return
+        if row.crash:
+            if row.id == "unrecognized-arguments":
+                args = d.get("args", "")
+                if self.feature.flag and self.feature.flag.name in args.split():
+                    la.flag_rejected = line
+            la.crash = Crash(row.crash, line.msg, line, decisive=row.id in _DECISIVE_CRASH)
+            la.past_resolution = True
+            return
+        if row.crash_start:
+            return
+        la.past_resolution = True
+        if la.crash and not la.crash.decisive and line.offset > la.crash.line.offset:
+            la.progress_after_crash = True
+        la.in_traceback = False
+        if row.phase:
+            la.phase = row.phase
+        if row.id == "checkpoint-shards":
+            la.shards = f"{d.get('done')}/{d.get('total')}"
+        elif row.id == "ready":
+            la.ready = line
+        elif row.id == "decode-batch":
+            la.decode_lines += 1
+            if "accept_len" in d:
+                la.decode_with_accept += 1
+            la.last_decode = d
+        elif row.id == "scheduler-ready-stats" and d.get("max_running_requests"):
+            la.max_running, la.max_running_line = int(d["max_running_requests"]), line
+
+    def _on_dump(self, la: Launch, obs: Observation) -> None:
+        la.past_resolution = True
+        la.phase = "args"
+        dump = obs.data.get("dump", "")
+        for form, spec in obs.landmark.versions_by_form.items():
+            if dump.startswith(form):
+                self._narrow(la, obs.line, self.k.mask(spec), f"the server_args dump form '{form}...' is used by {self.k.span(self.k.mask(spec))}")
+        fields, _complete = parse_dump(dump)
+        la.dump, la.dump_line = fields, obs.line
+        if "speculative_algorithm" in fields:
+            algo = fields["speculative_algorithm"]
+            if algo is None:
+                la.spec_off_line = obs.line
+            elif isinstance(algo, str):
+                la.algorithm = self.k.canonical_algorithm(algo)
+                la.algorithm_line = obs.line
+        if isinstance(fields.get("disable_overlap_schedule"), bool):
+            la.overlap, la.overlap_line = not fields["disable_overlap_schedule"], obs.line
+        if isinstance(fields.get("enable_multi_layer_eagle"), bool):
+            la.multi_layer = fields["enable_multi_layer_eagle"]
+        if isinstance(fields.get("max_running_requests"), int):
+            la.max_running, la.max_running_line = fields["max_running_requests"], obs.line
+        if isinstance(fields.get("tp_size"), int):
+            la.tp_size = fields["tp_size"]
+
+    # --- judging ---------------------------------------------------------------------------
+    def verdict(self, *, at_eof: bool = True, quiet_for: float = 0.0) -> Verdict:
+        la = self.launches[-1] if self.launches else None
+        findings: list[Finding] = []
+        missing: list[str] = []
+        if la is None:
+            return self._empty()
+        k = self.k
+        # The release.
+        mask = la.mask
+        if self.pinned is not None:
+            if self.pinned_mask == 0:
+                findings.append(Finding("DS307", f"sglang {self.pinned} is not in dynspec's tables ({k.releases[0]} – {k.releases[-1]}); version-specific conclusions are withheld."))
+                mask = 0
+            else:
+                if la.mask & self.pinned_mask == 0:
+                    findings.append(Finding("DS308", f"--sglang-version {self.pinned} contradicts the log, whose lines come from {k.span(la.mask)}.", line=la.version_notes[-1][0].no if la.version_notes else None))
+                mask = self.pinned_mask
+        if la.conflict is not None:
+            findings.append(Finding("DS308", f"this line does not fit the releases the earlier lines point to ({k.span(la.mask)}).", line=la.conflict.no or None, text=la.conflict.text))
+        version = k.single(mask) if mask else None
+        version_text = version or (k.span(mask) if mask and mask != k.all else None)
+        # Speculation on at all?
+        algorithm = la.algorithm
+        algos = {algorithm} if algorithm else la.algorithms
+        spec_off = la.spec_off_line is not None or (la.decode_lines >= 2 and la.decode_with_accept == 0 and not algos)
+        if la.spec_off_line is not None:
+            findings.append(Finding("DS102", "server_args shows speculative_algorithm=None: speculative decoding is off, so no speculative worker runs.", line=la.spec_off_line.no or None, text=_clip(la.spec_off_line.text)))
+        elif spec_off:
+            findings.append(Finding("DS102", f"{la.decode_lines} 'Decode batch' lines carry no 'accept len': speculative decoding is off.", line=la.last_line.no or None))
+        elif la.decode_lines >= 2 and la.decode_with_accept == 0:
+            findings.append(Finding("DS309", f"{la.decode_lines} 'Decode batch' lines carry no 'accept len'."))
+        # The feature's flag.
+        if la.flag_rejected is not None:
+            findings.append(Finding("DS101", f"sglang rejected {self.feature.flag.name}: this sglang does not have the patch to server_args.", line=la.flag_rejected.no or None, text=la.flag_rejected.text))
+        # Which worker.
+        analysis = None
+        worker = {"class": None, "module": None, "basis": None, "candidates": []}
+        patched_absent = []
+        if mask and not spec_off:
+            for p in self.patched:
+                if k.class_mask(p) and not (k.class_mask(p) & mask):
+                    patched_absent.append(p)
+            if la.overlap is not None or algos:
+                analysis = workers.analyze(k, mask, algos, la.overlap, la.multi_layer, self.patched)
+                worker["candidates"] = sorted({c.cls for c in analysis.candidates})
+                if analysis.display:
+                    worker["class"] = analysis.display.cls
+                    worker["module"] = f"sglang.srt.speculative.{analysis.display.module}"
+                    worker["basis"] = self._basis(la, mask, analysis)
+        for p in patched_absent:
+            mod = k.module_of_class(p)
+            findings.append(Finding("DS202", f"{p} ({mod}.py) does not exist in sglang {version_text or k.span(mask)}; the patch cannot run.", line=la.first.no or None))
+        if analysis is not None and analysis.patched_on_path is False and not la.markers:
+            steps, exceptions = workers.how_to_run(k, mask, algos, self.patched)
+            running = worker["class"] or " / ".join(worker["candidates"])
+            fix_parts = []
+            if steps:
+                fix_parts.append("To run " + "/".join(self.patched) + f" on {version_text or k.span(mask)}: " + "; ".join(steps) + ".")
+            if exceptions:
+                fix_parts.append("No setting runs it for " + ", ".join(exceptions) + ".")
+            if worker["class"]:
+                fix_parts.append(f"Or port the patch to {worker['class']} ({worker['module'].rsplit('.', 1)[-1]}.py).")
+            ev = la.overlap_line or la.algorithm_line or la.first
+            findings.append(Finding(
+                "DS201",
+                f"this launch runs {running}{' (or a subclass)' if worker['class'] and len(worker['candidates']) > 1 else ''}, "
+                f"not {' / '.join(self.patched)}: the patch is dead code.",
+                line=ev.no or None, text=_clip(ev.text), fix=" ".join(fix_parts) or None))
+        elif analysis is not None and analysis.patched_on_path is None and not la.markers:
+            findings.append(Finding("DS203", f"candidates so far: {', '.join(worker['candidates']) or 'none'}."))
+        # Settings that silently change the outcome.
+        self._setting_findings(la, mask, findings)
+        # The marker.
+        marker = {"found": False, "line": None, "text": None, "fields": {}, "ranks": []}
+        if la.markers:
+            m0 = la.markers[0]
+            marker.update(found=True, line=m0.line.no or None, text=m0.line.text, fields=m0.data,
+                          ranks=sorted({o.line.rank_label for o in la.markers if o.line.rank_label}))
+            findings.append(Finding("DS302", f"marker logged by this launch ({len(la.markers)} time(s)).", line=m0.line.no or None, text=m0.line.text))
+            if la.tp_size and la.tp_size > 1 and marker["ranks"] and len(marker["ranks"]) < la.tp_size and la.ready:
+                findings.append(Finding("DS306", f"marker seen on {len(marker['ranks'])} of {la.tp_size} TP ranks ({', '.join(marker['ranks'])})."))
+        elif self.earlier_markers:
+            o = self.earlier_markers[-1]
+            findings.append(Finding("DS305", f"the marker was logged by an earlier launch (line {o.line.no}), not by launch {la.index}.", line=o.line.no or None, text=o.line.text))
+        # Threshold reachability.
+        self._threshold(la, marker, findings)
+        # Readiness without the marker.
+        if la.ready and not la.markers and not spec_off and la.flag_rejected is None:
+            findings.append(Finding("DS301", "the server is ready and the marker was never logged.", line=la.ready.no or None, text=la.ready.text))
+        # The crash.
+        crash = None
+        crashed = False
+        if la.crash and not la.progress_after_crash:
+            crash_final = la.crash.decisive or at_eof or quiet_for >= 1.0
+            crash = {"exception": la.crash.exception, "message": la.crash.message[:500],
+                     "line": la.crash.line.no or None, "text": la.crash.line.text[:500]}
+            if crash_final:
+                crashed = True
+                findings.append(Finding("DS303", f"{la.crash.exception}: {la.crash.message[:300]}".rstrip(": "), line=la.crash.line.no or None, text=_clip(la.crash.line.text)))
+        # The verdict: dead outranks crashed; `live` needs the marker.
+        dead = any(f.severity == "error" and f.code in ("DS101", "DS102", "DS103", "DS201", "DS202", "DS301") for f in findings)
+        if dead:
+            v = "dead"
+        elif crashed:
+            v = "crashed"
+        elif la.markers:
+            v = "live"
+        else:
+            v = "inconclusive"
+            if mask == 0 or mask == k.all:
+                missing.append("the sglang release (no version-specific line yet; pass --sglang-version)")
+            if analysis is None or analysis.display is None:
+                missing.append("which worker class runs (the launcher's speculative warnings or the server_args= line)")
+            missing.append(f"the marker ({self.feature.marker.literal!r}) or a ready server")
+            findings.append(Finding("DS304", "missing: " + "; ".join(missing) + "."))
+        findings.sort(key=lambda f: ({"error": 0, "warning": 1, "info": 2}[f.severity], f.code))
+        return Verdict(
+            verdict=v, feature=self.feature.name, sglang_version=version_text,
+            speculative_algorithm=algorithm, overlap_schedule=la.overlap, worker=worker,
+            server_ready=la.ready is not None, crashed=crashed, crash=crash, marker=marker,
+            findings=findings, missing=missing,
+            launch={"index": la.index, "of": len(self.launches), "first_line": la.first.no or None,
+                    "first_offset": la.first.offset, "phase": "ready" if la.ready else la.phase,
+                    "shards": la.shards, "decode_lines": la.decode_lines,
+                    "last_decode": la.last_decode or None},
+        )
+
+    def decided(self, v: Verdict, *, quiet_for: float = 0.0) -> bool:
+        """True when more log lines cannot change the verdict of this launch."""
+        if v.verdict in ("dead", "crashed"):
+            return True
+        if v.verdict == "live":
+            la = self.launches[-1]
+            if la.tp_size and la.tp_size > 1 and len(v.marker["ranks"]) < la.tp_size and v.marker["ranks"]:
+                return la.ready is not None
+            return True
+        return False
+
+    def _basis(self, la: Launch, mask: int, a: workers.WorkerAnalysis) -> str:
+        k = self.k
+        parts = []
+        if la.overlap_line is not None:
+            src = "server_args" if la.overlap_line is la.dump_line else f"'{la.overlap_line.msg.strip()[:90]}'"
+            parts.append(f"overlap scheduler {'on' if la.overlap else 'off'} per line {la.overlap_line.no} ({src})")
+        if la.algorithm:
+            parts.append(f"algorithm {la.algorithm}")
+        parts.append(f"sglang {k.span(mask)} dispatch (configs/sglang/dispatch.toml)")
+        if a.display_note:
+            parts.append(a.display_note)
+        return "; ".join(parts)
+
+    def _setting_findings(self, la: Launch, mask: int, findings: list[Finding]) -> None:
+        k = self.k
+        if "SGLANG_ENABLE_SPEC_V2" in la.env_set:
+            line = la.env_set["SGLANG_ENABLE_SPEC_V2"]
+            w_ids = {o.id for o in la.warnings}
+            if "spec-v2-env-removed" in w_ids:
+                findings.append(Finding("DS104", "sglang logged that SGLANG_ENABLE_SPEC_V2 has been removed; it changes nothing here.", line=line.no or None, text=_clip(line.text)))
+        for o in la.warnings:
+            if o.id == "spec-v1-used" and "topk" in (o.data.get("reason") or ""):
+                findings.append(Finding("DS106", "sglang fell back to the V1 worker because speculative_eagle_topk > 1.", line=o.line.no or None, text=_clip(o.line.text)))
+            if o.id == "spec-v2-topk-error":
+                findings.append(Finding("DS107", "argument resolution raised: spec v2 supports only topk = 1 on this release.", line=o.line.no or None, text=_clip(o.line.text)))
+
+    def _threshold(self, la: Launch, marker: dict, findings: list[Finding]) -> None:
+        th = self.feature.threshold
+        if th is None:
+            return
+        value = marker["fields"].get(th.field) if marker["found"] else None
+        if value is None:
+            value = la.dump.get(th.arg)
+        try:
+            value = int(value) if value is not None else None
+        except (TypeError, ValueError):
+            value = None
+        if value is None or la.max_running is None:
+            return
+        if value >= la.max_running:
+            where = la.max_running_line
+            how = "reset by speculative decoding because --max-running-requests was not given" if where is not None and "reset to" in where.msg else "effective"
+            findings.append(Finding(
+                "DS103",
+                f"threshold={value} but max_running_requests={la.max_running} ({how}): the running batch can never exceed the threshold, so the disable branch never runs.",
+                line=where.no if where is not None and where.no else None, text=_clip(where.text) if where is not None else None,
+                fix=f"Pass `--max-running-requests {max(value * 2, value + 1)}` (anything above {value}) or lower the threshold below {la.max_running}."))
+
+    def _empty(self) -> Verdict:
+        missing = ["any log line"]
+        return Verdict("inconclusive", self.feature.name, self.pinned, None, None,
+                       {"class": None, "module": None, "basis": None, "candidates": []}, False, False, None,
+                       {"found": False, "line": None, "text": None, "fields": {}, "ranks": []},
+                       [Finding("DS304", "the log is empty.")], {"index": 0, "of": 0}, missing)
+
+
+def _clip(text: str, n: int = 300) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
