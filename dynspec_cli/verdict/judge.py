@@ -66,6 +66,7 @@ class Launch:
     last_decode: dict[str, str] = field(default_factory=dict)
     probes: list[dict] = field(default_factory=list)
     header: dict[str, Any] = field(default_factory=dict)
+    frames: dict[str, Line] = field(default_factory=dict)  # worker module -> first traceback frame in it
     last_line: Optional[Line] = None
 
 
@@ -204,7 +205,8 @@ class Judge:
     def _on_exception(self, la: Launch, obs: Observation) -> None:
         if not la.in_traceback:
             return
-        la.crash = Crash(obs.data["exception"], obs.data["message"], obs.line, decisive=False)
+        decisive = la.crash.decisive if la.crash else False  # e.g. "Scheduler hit an exception" before it
+        la.crash = Crash(obs.data["exception"], obs.data["message"], obs.line, decisive=decisive)
         la.progress_after_crash = False
         la.past_resolution = True
 
@@ -218,10 +220,17 @@ class Judge:
                 args = d.get("args", "")
                 if self.feature.flag and self.feature.flag.name in args.split():
                     la.flag_rejected = line
-            la.crash = Crash(row.crash, line.msg, line, decisive=row.id in _DECISIVE_CRASH)
+            decisive = row.id in _DECISIVE_CRASH
+            if la.crash is not None and row.id in ("scheduler-exception", "child-failed", "killed"):
+                la.crash.decisive = la.crash.decisive or decisive  # keep the root cause already seen
+            else:
+                la.crash = Crash(row.crash, line.msg, line, decisive=decisive)
             la.past_resolution = True
             return
         if row.crash_start:
+            la.in_traceback = True
+            if row.id == "traceback-frame":
+                self._on_frame(la, obs)
             return
         la.past_resolution = True
         if la.crash and not la.crash.decisive and line.offset > la.crash.line.offset:
@@ -240,6 +249,17 @@ class Judge:
             la.last_decode = d
         elif row.id == "scheduler-ready-stats" and d.get("max_running_requests"):
             la.max_running, la.max_running_line = int(d["max_running_requests"]), line
+
+    def _on_frame(self, la: Launch, obs: Observation) -> None:
+        path, func = obs.data.get("path", ""), obs.data.get("function", "")
+        if func.startswith("event_loop_") and la.overlap is None:
+            la.overlap = func.startswith("event_loop_overlap")
+            la.overlap_line = obs.line
+        marker = "/sglang/srt/speculative/"
+        if marker in path:
+            module = path.split(marker, 1)[1][:-3].replace("/", ".")
+            if any(c.module == module for c in self.k.classes):
+                la.frames.setdefault(module, obs.line)
 
     def _on_dump(self, la: Launch, obs: Observation) -> None:
         la.past_resolution = True
@@ -316,6 +336,14 @@ class Judge:
                     worker["class"] = analysis.display.cls
                     worker["module"] = f"sglang.srt.speculative.{analysis.display.module}"
                     worker["basis"] = self._basis(la, mask, analysis)
+        if la.frames and not worker["class"]:
+            mods = sorted(la.frames)
+            classes = [c.name for c in k.classes if c.module in mods and not c.name.endswith("DraftWorker")]
+            if len(mods) == 1 and classes:
+                first = la.frames[mods[0]]
+                worker.update({"class": classes[0] if len(classes) == 1 else None, "module": f"sglang.srt.speculative.{mods[0]}",
+                               "basis": f"traceback frame in {mods[0]}.py at line {first.no or '?'}",
+                               "candidates": classes})
         for p in patched_absent:
             mod = k.module_of_class(p)
             findings.append(Finding("DS202", f"{p} ({mod}.py) does not exist in sglang {version_text or k.span(mask)}; the patch cannot run.", line=la.first.no or None))
