@@ -152,6 +152,16 @@ class Knowledge:
             return OverlapOutcome(overlap, rule.warning, rule.reason, rule.error, sv)
         return OverlapOutcome(not user_disable, None, None, None, sv)
 
+    def warning_fits(self, version: str, algorithm: str, warning_id: str) -> bool:
+        """Could `version` log `warning_id` for `algorithm`? Only warnings that overlap.toml
+        names constrain the algorithm; others fit every algorithm."""
+        r = self.overlap_range(version)
+        named = [rule for rr in self.overlap_ranges for rule in rr.rules if rule.warning == warning_id]
+        if not named or r is None:
+            return True
+        algo = self.canonical_algorithm(algorithm)
+        return any(rule.warning == warning_id and (rule.algorithms is None or algo in rule.algorithms) for rule in r.rules)
+
     # --- dispatch ----------------------------------------------------------------------------
     def dispatch_rules(self, version: str) -> Optional[tables.DispatchRange]:
         m = self.mask_of(version)
@@ -173,13 +183,16 @@ class Knowledge:
         return None
 
     def workers_for(self, mask: int, algorithms: Iterable[str], overlaps: Iterable[bool],
-                    multi_layers: Iterable[bool]) -> dict[WorkerChoice, int]:
-        """Every worker the combinations allow, with the releases giving each."""
+                    multi_layers: Iterable[bool], fits=None) -> dict[WorkerChoice, int]:
+        """Every worker the combinations allow, with the releases giving each. `fits(version,
+        algorithm)` drops combinations the evidence rules out."""
         out: dict[WorkerChoice, int] = {}
         algorithms, overlaps, multi_layers = list(algorithms), list(overlaps), list(multi_layers)
         for v in self.versions_in(mask):
             bit = self.mask_of(v)
             for a in algorithms:
+                if fits is not None and not fits(v, a):
+                    continue
                 for o in overlaps:
                     for ml in multi_layers:
                         w = self.worker(v, a, o, ml)

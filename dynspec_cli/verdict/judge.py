@@ -330,7 +330,9 @@ class Judge:
                 if k.class_mask(p) and not (k.class_mask(p) & mask):
                     patched_absent.append(p)
             if la.overlap is not None or algos:
-                analysis = workers.analyze(k, mask, algos, la.overlap, la.multi_layer, self.patched)
+                seen = {o.id for o in la.warnings}
+                analysis = workers.analyze(k, mask, algos, la.overlap, la.multi_layer, self.patched,
+                                           fits=lambda v, a: all(k.warning_fits(v, a, w) for w in seen))
                 worker["candidates"] = sorted({c.cls for c in analysis.candidates})
                 if analysis.display:
                     worker["class"] = analysis.display.cls

@@ -23,16 +23,16 @@ class WorkerAnalysis:
 
 
 def analyze(k: Knowledge, mask: int, algorithms: Iterable[str] | None, overlap: Optional[bool],
-            multi_layer: Optional[bool], patched: list[str]) -> WorkerAnalysis:
+            multi_layer: Optional[bool], patched: list[str], fits=None) -> WorkerAnalysis:
     algos = sorted(set(algorithms)) if algorithms else list(SPEC_ALGORITHMS)
     overlaps = [overlap] if overlap is not None else [True, False]
     mls_all = [multi_layer] if multi_layer is not None else [False, True]
-    cands = k.workers_for(mask, algos, overlaps, mls_all)
+    cands = k.workers_for(mask, algos, overlaps, mls_all, fits)
     errors = sorted({c.error for c in cands if c.error})
     cands = {c: m for c, m in cands.items() if c.cls}
     # What to name: the candidates under default multi-layer (off) when it is unknown.
     shown = cands if multi_layer is not None else {
-        c: m for c, m in k.workers_for(mask, algos, overlaps, [False]).items() if c.cls}
+        c: m for c, m in k.workers_for(mask, algos, overlaps, [False], fits).items() if c.cls}
     display, note = _display(k, shown)
     if multi_layer is None and display and any(c not in shown for c in cands):
         note = (note + "; " if note else "") + "assuming --enable-multi-layer-eagle is off"

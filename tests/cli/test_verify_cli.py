@@ -1,0 +1,163 @@
+"""The installed `dynspec` command, run as a user runs it (a real subprocess)."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support.logs import MARKER, READY, dump, ts, warning_text
+
+DYNSPEC = [sys.executable, "-m", "dynspec_cli"]
+SEED_LINE = ("[2026-02-27 19:49:17] WARNING server_args.py:2386: " + warning_text("overlap-off-spec-v2-off")
+             + " You can set env SGLANG_ENABLE_SPEC_V2=True to enable the experimental overlap scheduler. \n")
+
+
+def run(*args, **kw):
+    return subprocess.run(DYNSPEC + list(args), capture_output=True, text=True, timeout=60, **kw)
+
+
+def test_seed_log_dead_exit_1_and_report_names_the_fix(tmp_path):
+    log = tmp_path / "server.log"
+    log.write_text(SEED_LINE)
+    r = run("verify", str(log))
+    assert r.returncode == 1, r.stderr
+    assert "DEAD" in r.stdout and "EAGLEWorker" in r.stdout and "SGLANG_ENABLE_SPEC_V2=True" in r.stdout
+    j = run("verify", str(log), "--json")
+    doc = json.loads(j.stdout)
+    assert j.returncode == 1 and doc["verdict"] == "dead" and doc["exit_code"] == 1
+
+
+@pytest.mark.parametrize("make, needle", [
+    (lambda p: str(p / "missing.log"), "no such file"),
+    (lambda p: str(p), "is a directory"),
+    (lambda p: (p / "bin.log").write_bytes(b"\x00\x01\x02" * 10) and str(p / "bin.log"), "binary file"),
+])
+def test_bad_input_is_one_line_exit_2(tmp_path, make, needle):
+    r = run("verify", make(tmp_path))
+    assert r.returncode == 2
+    assert needle in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in r.stderr + r.stdout
+
+
+def test_unreadable_file_is_exit_2(tmp_path):
+    if os.geteuid() == 0:
+        # root reads anything: make the path unreadable another way (a dangling symlink loop)
+        p = tmp_path / "loop.log"
+        p.symlink_to(p)
+    else:
+        p = tmp_path / "x.log"
+        p.write_text("x")
+        p.chmod(0)
+    r = run("verify", str(p))
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("content, needle", [
+    ("name = 'x'\n", "missing required field"),
+    ("this is not toml", "invalid TOML"),
+    ("name='x'\ntitle='y'\n[marker]\npattern='(unclosed'\nliteral='x'\n", "not a valid regex"),
+])
+def test_bad_feature_file_is_exit_2_naming_the_file(tmp_path, content, needle):
+    feat = tmp_path / "feat.toml"
+    feat.write_text(content)
+    log = tmp_path / "s.log"
+    log.write_text(SEED_LINE)
+    r = run("verify", str(log), "--feature", str(feat))
+    assert r.returncode == 2, r.stdout
+    assert str(feat) in r.stderr and needle in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_unknown_bundled_feature(tmp_path):
+    log = tmp_path / "s.log"
+    log.write_text(SEED_LINE)
+    r = run("verify", str(log), "--feature", "no-such-feature")
+    assert r.returncode == 2 and "unknown feature" in r.stderr
+
+
+def test_a_user_feature_file_is_used(tmp_path):
+    feat = tmp_path / "mine.toml"
+    feat.write_text("name='mine'\ntitle='Mine'\n[marker]\npattern='MY PATCH ON n=(?P<n>\\d+)'\nliteral='MY PATCH ON'\n"
+                    "[[patch]]\nmodule='eagle_worker'\nclass='EAGLEWorker'\n")
+    log = tmp_path / "s.log"
+    log.write_text(SEED_LINE + ts("MY PATCH ON n=3", "TP0") + "\n")
+    doc = json.loads(run("verify", str(log), "--feature", str(feat), "--json").stdout)
+    assert doc["verdict"] == "live" and doc["feature"] == "mine" and doc["marker"]["fields"] == {"n": "3"}
+
+
+def test_explain_prints_the_rule_doc_and_rejects_unknown_codes():
+    r = run("explain", "DS201")
+    assert r.returncode == 0 and "patched-class-not-running" in r.stdout and "How to fix" in r.stdout
+    r = run("explain", "DS999")
+    assert r.returncode == 2 and "unknown finding code" in r.stderr
+    listing = run("explain")
+    assert listing.returncode == 0 and "DS103" in listing.stdout and "DS303" in listing.stdout
+
+
+def test_follow_decides_dead_as_soon_as_the_warning_is_appended(tmp_path):
+    log = tmp_path / "server.log"
+    log.write_text("")
+    proc = subprocess.Popen(DYNSPEC + ["verify", "--follow", "--json", "--timeout", "30", str(log)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(1.0)
+    with open(log, "a") as fh:
+        fh.write(SEED_LINE)
+        fh.flush()
+        t0 = time.monotonic()
+        out, err = proc.communicate(timeout=30)
+    took = time.monotonic() - t0
+    assert proc.returncode == 1, err
+    assert json.loads(out)["verdict"] == "dead"
+    assert took < 10  # decided on the line, not at the timeout
+
+
+def test_follow_waits_for_the_marker_then_live(tmp_path):
+    log = tmp_path / "server.log"
+    log.write_text(warning_text("spec-v2-on") + "\n")
+    proc = subprocess.Popen(DYNSPEC + ["verify", "-f", "--json", "--timeout", "30", str(log)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(1.5)
+    assert proc.poll() is None  # undecided: still following
+    with open(log, "a") as fh:
+        fh.write(ts(MARKER) + "\n")
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    doc = json.loads(out)
+    assert doc["verdict"] == "live" and doc["worker"]["class"] == "EAGLEWorkerV2"
+
+
+def test_follow_timeout_gives_inconclusive_exit_3(tmp_path):
+    log = tmp_path / "server.log"
+    log.write_text(ts("Load weight begin. avail mem=70.00 GB") + "\n")
+    r = run("verify", "--follow", "--timeout", "1.5", "--json", str(log))
+    assert r.returncode == 3 and json.loads(r.stdout)["verdict"] == "inconclusive"
+
+
+def test_truncated_last_line_without_newline_is_judged(tmp_path):
+    log = tmp_path / "server.log"
+    log.write_bytes(SEED_LINE.rstrip("\n").encode())
+    assert run("verify", str(log)).returncode == 1
+
+
+def test_demo_shows_dead_then_live():
+    r = run("demo", "--speed", "200", "--json")
+    assert r.returncode == 0, r.stderr
+    docs = [json.loads(x) for x in r.stdout.splitlines() if x.strip()]
+    assert [d["verdict"] for d in docs] == ["dead", "live"]
+    assert docs[0]["worker"]["class"] == "EAGLEWorker" and docs[1]["worker"]["class"] == "EAGLEWorkerV2"
+
+
+def test_start_up_does_not_import_sglang_or_paramiko(tmp_path):
+    log = tmp_path / "s.log"
+    log.write_text(SEED_LINE)
+    code = ("import sys, runpy; sys.argv=['dynspec','verify',%r,'--json']\n"
+            "try:\n runpy.run_module('dynspec_cli', run_name='__main__')\n"
+            "except SystemExit: pass\n"
+            "bad=[m for m in ('sglang','paramiko','torch') if m in sys.modules]\n"
+            "sys.stderr.write('IMPORTED:'+','.join(bad))" % str(log))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.stderr.strip().endswith("IMPORTED:"), r.stderr
