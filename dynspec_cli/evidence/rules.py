@@ -39,10 +39,10 @@ class Classifier:
                            if row.id not in ("decode-batch", "traceback", "exception-line")]
         self._decode = next(re.compile(r.pattern) for r in knowledge.log_lines if r.id == "decode-batch")
         self._decode_row = next(r for r in knowledge.log_lines if r.id == "decode-batch")
+        self._warning_literals = [(w, rx, _literal_of(w)) for w, rx in self._warnings]
         literals = [feature.marker.literal, "Traceback (most recent call last)", PROBE_PREFIX, LAUNCH_PREFIX]
-        literals += [_literal_of(w) for w, _ in self._warnings]
+        literals += [lit for _, _, lit in self._warning_literals]
         literals += [row.literal for row, _ in self._landmarks]
-        self._any = re.compile("|".join(sorted({re.escape(x) for x in literals if x}, key=len, reverse=True)))
         self.literals = sorted({x for x in literals if x})
 
     def classify(self, line: Line) -> list[Observation]:
@@ -51,7 +51,7 @@ class Classifier:
             m = self._decode.search(msg)
             data = {k: v for k, v in (m.groupdict().items() if m else ()) if v is not None}
             return [Observation("landmark", line, "decode-batch", data, landmark=self._decode_row)]
-        if not self._any.search(msg):
+        if not any(lit in msg for lit in self.literals):
             return _maybe_exception(line)
         out: list[Observation] = []
         if msg.startswith(PROBE_PREFIX):
@@ -62,10 +62,11 @@ class Classifier:
             m = self.feature.marker_re.search(msg)
             if m:
                 out.append(Observation("marker", line, "marker", {k: v for k, v in m.groupdict().items()}))
-        for row, rx in self._warnings:
-            m = rx.search(msg)
-            if m:
-                out.append(Observation("warning", line, row.id, m.groupdict(), warning=row))
+        for row, rx, lit in self._warning_literals:
+            if lit and lit in msg:
+                m = rx.search(msg) if rx is not None else None
+                if rx is None or m:
+                    out.append(Observation("warning", line, row.id, m.groupdict() if m else {}, warning=row))
         for row, rx in self._landmarks:
             if row.literal in msg:
                 m = rx.search(msg)

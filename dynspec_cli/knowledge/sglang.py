@@ -43,6 +43,7 @@ class Knowledge:
         self.releases: list[str] = rel.releases
         self.aliases = rel.aliases
         self._parsed = [Version(r) for r in self.releases]
+        self._index = {r: i for i, r in enumerate(self.releases)}
         self.all = (1 << len(self.releases)) - 1
         self.dispatch_ranges = tables.load_toml(d / "dispatch.toml", tables.DispatchFile).range
         ov = tables.load_toml(d / "overlap.toml", tables.OverlapFile)
@@ -67,8 +68,11 @@ class Knowledge:
                 m |= 1 << i
         return m
 
+    @functools.lru_cache(maxsize=None)
     def mask_of(self, version: str) -> int:
         """Mask of one release; 0 when the version is not in the table."""
+        if version in self._index:
+            return 1 << self._index[version]
         try:
             v = Version(version)
         except InvalidVersion:
@@ -229,12 +233,9 @@ class Knowledge:
 
     # --- warnings --------------------------------------------------------------------------
     @functools.cached_property
-    def warning_matchers(self) -> list[tuple[tables.WarningRow, re.Pattern]]:
-        out = []
-        for w in self.warnings:
-            pat = w.pattern if w.pattern is not None else re.escape(w.text.rstrip())
-            out.append((w, re.compile(pat)))
-        return out
+    def warning_matchers(self) -> list[tuple[tables.WarningRow, Optional[re.Pattern]]]:
+        """(row, regex); the regex is None for exact texts, which are matched as substrings."""
+        return [(w, re.compile(w.pattern) if w.pattern is not None else None) for w in self.warnings]
 
 
 @functools.lru_cache(maxsize=1)
