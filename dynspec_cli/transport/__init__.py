@@ -26,7 +26,7 @@ from dynspec_cli.transport.errors import (
     SSHConfigError,
     TransportError,
 )
-from dynspec_cli.transport.follow import Event
+from dynspec_cli.transport.follow import Event, Follow
 from dynspec_cli.transport.host import Host, Result, Spawned
 from dynspec_cli.transport.local import LocalHost
 from dynspec_cli.transport.ssh import SSHHost
@@ -34,14 +34,14 @@ from dynspec_cli.transport.ssh import SSHHost
 
 def open_host(spec: str, **ssh_options) -> Host:
     """`local` (or empty) -> LocalHost; anything else -> SSHHost(spec, **ssh_options)."""
-    if spec in ("", "local", "localhost-direct"):
+    if spec in ("", "local"):
         return LocalHost(python=ssh_options.get("python"))
     return SSHHost(spec, **ssh_options)
 
 
 __all__ = [
     "AuthFailed", "CommandFailed", "CommandTimeout", "ConnectError", "ConnectionLost",
-    "ConnectionRefused", "ConnectTimeout", "Event", "FollowError", "Host", "HostKeyChanged",
+    "ConnectionRefused", "ConnectTimeout", "Event", "Follow", "FollowError", "Host", "HostKeyChanged",
     "HostKeyError", "HostKeyUnknown", "HostNotFound", "LocalHost", "Result", "SSHConfigError",
     "SSHHost", "SpawnFailed", "Spawned", "TransportError", "open_host",
 ]

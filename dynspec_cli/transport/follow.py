@@ -10,13 +10,14 @@ says so (`gap`) instead of mixing files.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, Literal
 
 from dynspec_cli.transport import shell
-from dynspec_cli.transport.errors import ConnectError, FollowError, HostKeyError, AuthFailed, TransportError
+from dynspec_cli.transport.errors import AuthFailed, ConnectError, FollowError, HostKeyError, TransportError
 
 if TYPE_CHECKING:
     from dynspec_cli.transport.host import Host, Process
@@ -84,97 +85,148 @@ class _Lost(Exception):
     """The follower stream ended or went silent: reconnect and resume."""
 
 
-def follow_events(
-    host: "Host",
-    path: str,
-    offset: int = 0,
-    *,
-    inode: int | None = None,
-    python: str,
-    heartbeat: float = 1.0,
-    reconnect_for: float = 60.0,
-    watch: str = "auto",
-) -> Iterator[Event]:
-    if offset < 0:
-        raise ValueError("offset must be >= 0 (use host.size(path) to follow from the end)")
-    script = follower_script()
-    pos, ino = offset, inode
-    dead_after = 3 * heartbeat + 1.0
-    lost_since: float | None = None  # first failure of the current outage
-    backoff = 0.05
-    force = False
-    while True:
-        if lost_since is not None:
-            try:
-                host._reconnect(force=force)
-            except (HostKeyError, AuthFailed):
-                raise  # not transient
-            except ConnectError as e:
-                if time.monotonic() - lost_since > reconnect_for:
-                    raise FollowError(host.name, f"gave up following {path} after {reconnect_for:g}s: {e.detail}") from e
-                time.sleep(backoff)
-                backoff = min(backoff * 2, 2.0)
-                continue
-        args = [path, str(pos), "--heartbeat", f"{heartbeat:g}"]
-        if ino is not None:
-            args += ["--inode", str(ino)]
-        if watch == "poll":
-            args.append("--no-inotify")
-        proc: Process | None = None
+class Follow:
+    """Iterator of `Event`s for one followed path (what `Host.follow` returns).
+
+    `close()` may be called from any thread (e.g. a watchdog or a signal handler's helper) and
+    ends the iteration; it also kills the follower. `offset`/`inode` say where the next byte
+    comes from, so a later `host.follow(path, f.offset, inode=f.inode)` resumes exactly.
+    """
+
+    def __init__(self, host: "Host", path: str, offset: int = 0, *, inode: int | None = None,
+                 python: str, heartbeat: float = 1.0, reconnect_for: float = 60.0, watch: str = "auto"):
+        if offset < 0:
+            raise ValueError("offset must be >= 0 (use host.size(path) to follow from the end)")
+        if watch not in ("auto", "poll"):
+            raise ValueError("watch must be 'auto' (inotify where available) or 'poll'")
+        self.host, self.path, self.python = host, path, python
+        self.offset, self.inode = offset, inode
+        self.heartbeat, self.reconnect_for, self.watch = heartbeat, reconnect_for, watch
+        self.watcher: str | None = None  # "inotify" or "poll", from the follower's hello
+        self._stopped = threading.Event()
+        self._proc: Process | None = None
+        self._gen = self._events()
+
+    def __iter__(self) -> "Follow":
+        return self
+
+    def __next__(self) -> Event:
+        return next(self._gen)
+
+    def __enter__(self) -> "Follow":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._stopped.set()
+        proc = self._proc
+        if proc is not None:
+            proc.interrupt()
         try:
-            proc = host._start(shell.command([python, "-u", "-", *args]), stdin=True)
-            _send(proc, script)
-            said_hello = False
-            parser = FrameParser()
-            stderr = bytearray()
-            last = time.monotonic()
-            while True:
-                out, err, eof = proc.read(min(heartbeat, 1.0))
-                stderr += err
-                del stderr[:-8192]
-                now = time.monotonic()
-                if out:
-                    last = now
-                    for head, payload in _records(parser, out, host.name):
-                        kind = head.get("k")
-                        if kind == "hello":
-                            said_hello = True
-                            if lost_since is not None:
-                                lost_since, backoff, force = None, 0.05, False
-                                yield Event("reconnected", pos, inode=ino)
-                        elif kind == "data":
-                            if head["off"] != pos and head.get("ino") == ino:
-                                raise FollowError(host.name, f"follower skipped from {pos} to {head['off']}")
-                            ino = head["ino"]
-                            pos = head["off"] + len(payload)
-                            yield Event("data", head["off"], payload, ino)
-                        elif kind in ("truncated", "rotated", "gap"):
-                            pos, ino = 0, head["ino"]
-                            yield Event(kind, 0, inode=ino)
-                        elif kind == "missing":
-                            yield Event("missing", head["off"], inode=head.get("ino"))
-                        elif kind == "error":
-                            raise FollowError(host.name, f"follower failed on {path}: {head.get('msg')}")
-                        # hb: only proves the connection is alive
-                if eof:
-                    if not said_hello and _host_alive(host):
-                        why = stderr.decode("utf-8", "replace").strip().splitlines()
-                        raise FollowError(host.name, f"could not start the follower with {python}: "
-                                                     f"{why[-1] if why else 'no output'}")
-                    raise _Lost()
-                if now - last > dead_after:
-                    force = True  # the connection may be wedged rather than closed
-                    raise _Lost()
-        except (_Lost, TransportError) as e:
-            if isinstance(e, (FollowError, HostKeyError, AuthFailed)):
-                raise
-            if lost_since is None:
-                lost_since = time.monotonic()
-            elif time.monotonic() - lost_since > reconnect_for:
-                raise FollowError(host.name, f"gave up following {path} after {reconnect_for:g}s") from None
-        finally:
-            if proc is not None:
-                proc.kill()
+            self._gen.close()
+        except ValueError:
+            pass  # running in another thread: it sees _stopped and ends by itself
+
+    def _events(self) -> Iterator[Event]:
+        host, path = self.host, self.path
+        script = follower_script()
+        dead_after = 3 * self.heartbeat + 1.0
+        lost_since: float | None = None  # first failure of the current outage
+        backoff = 0.05
+        force = False
+        while not self._stopped.is_set():
+            if lost_since is not None:
+                try:
+                    host._reconnect(force=force)
+                except (HostKeyError, AuthFailed):
+                    raise  # not transient
+                except ConnectError as e:
+                    if time.monotonic() - lost_since > self.reconnect_for:
+                        raise FollowError(host.name, f"gave up following {path} after "
+                                                     f"{self.reconnect_for:g}s: {e.detail}") from e
+                    self._stopped.wait(backoff)
+                    backoff = min(backoff * 2, 2.0)
+                    continue
+            args = [path, str(self.offset), "--heartbeat", f"{self.heartbeat:g}"]
+            if self.inode is not None:
+                args += ["--inode", str(self.inode)]
+            if self.watch == "poll":
+                args.append("--no-inotify")
+            proc: Process | None = None
+            try:
+                proc = self._proc = host._start(shell.command([self.python, "-u", "-", *args]), stdin=True)
+                if self._stopped.is_set():
+                    return
+                _send(proc, script)
+                said_hello = False
+                parser = FrameParser()
+                stderr = bytearray()
+                last = time.monotonic()
+                while True:
+                    out, err, eof = proc.read(min(self.heartbeat, 1.0))
+                    if self._stopped.is_set():
+                        return
+                    stderr += err
+                    del stderr[:-8192]
+                    now = time.monotonic()
+                    if out:
+                        last = now
+                        for head, payload in _records(parser, out, host.name):
+                            event = self._event(head, payload, lost_since is not None)
+                            if head.get("k") == "hello":
+                                said_hello = True
+                                if lost_since is not None:
+                                    lost_since, backoff, force = None, 0.05, False
+                            if event is not None:
+                                yield event
+                    if eof:
+                        if not said_hello and _host_alive(host):
+                            why = stderr.decode("utf-8", "replace").strip().splitlines()
+                            raise FollowError(host.name, f"could not start the follower with {self.python}: "
+                                                         f"{why[-1] if why else 'no output'}")
+                        raise _Lost()
+                    if now - last > dead_after:
+                        force = True  # the connection may be wedged rather than closed
+                        raise _Lost()
+            except (_Lost, TransportError) as e:
+                if isinstance(e, (FollowError, HostKeyError, AuthFailed)):
+                    raise
+                if lost_since is None:
+                    lost_since = time.monotonic()
+                elif time.monotonic() - lost_since > self.reconnect_for:
+                    raise FollowError(host.name, f"gave up following {path} after {self.reconnect_for:g}s") from None
+                else:
+                    self._stopped.wait(backoff)
+                    backoff = min(backoff * 2, 2.0)
+            finally:
+                self._proc = None
+                if proc is not None:
+                    if force:
+                        proc.interrupt()  # a wedged connection cannot carry a kill; it dies with it
+                    else:
+                        proc.kill()
+
+    def _event(self, head: dict, payload: bytes, resumed: bool) -> Event | None:
+        kind = head.get("k")
+        if kind == "hello":
+            self.watcher = head.get("watch")
+            return Event("reconnected", self.offset, inode=self.inode) if resumed else None
+        if kind == "data":
+            if head.get("ino") == self.inode and head["off"] != self.offset:
+                raise FollowError(self.host.name, f"follower skipped from {self.offset} to {head['off']}")
+            self.inode = head["ino"]
+            self.offset = head["off"] + len(payload)
+            return Event("data", head["off"], payload, self.inode)
+        if kind in ("truncated", "rotated", "gap"):
+            self.offset, self.inode = 0, head["ino"]
+            return Event(kind, 0, inode=self.inode)
+        if kind == "missing":
+            return Event("missing", head["off"], inode=head.get("ino"))
+        if kind == "error":
+            raise FollowError(self.host.name, f"follower failed on {self.path}: {head.get('msg')}")
+        return None  # hb: only proves the connection is alive
 
 
 def _records(parser: FrameParser, chunk: bytes, name: str):

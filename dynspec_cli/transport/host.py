@@ -22,7 +22,7 @@ from dynspec_cli.transport import shell
 from dynspec_cli.transport.errors import CommandFailed, CommandTimeout, SpawnFailed
 
 if TYPE_CHECKING:
-    from dynspec_cli.transport.follow import Event
+    from dynspec_cli.transport.follow import Follow
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,11 @@ class Process(abc.ABC):
 
     @abc.abstractmethod
     def kill(self) -> None:
-        """Kill the process group (best effort, idempotent) and release resources."""
+        """Kill the process group unless it exited (best effort, idempotent); release resources."""
+
+    @abc.abstractmethod
+    def interrupt(self) -> None:
+        """From any thread: make a read() blocked in another thread return eof soon."""
 
 
 class Host(abc.ABC):
@@ -291,15 +295,18 @@ class Host(abc.ABC):
         python: str | None = None,
         heartbeat: float = 1.0,
         reconnect_for: float = 60.0,
-    ) -> Iterator["Event"]:
-        """Events for path from byte `offset` on, forever (stop iterating to stop). See `follow`.
-        inode: the inode `offset` refers to, when resuming an earlier follow (a different file
-        there now gives a `gap` event). reconnect_for: how long to keep trying to get the
-        follower back after the connection died, before raising."""
-        from dynspec_cli.transport.follow import follow_events
+        watch: str = "auto",
+    ) -> "Follow":
+        """Events for path from byte `offset` on, until closed (see `follow.Follow`, `Event`).
+        inode: the inode `offset` refers to, when resuming an earlier follow (another file at the
+        path by now gives a `gap` event). heartbeat: seconds between the follower's liveness
+        records; silence for 3 of them + 1 s counts as a dead connection. reconnect_for: how long
+        to keep trying to get the follower back before raising FollowError. watch: "poll" to
+        poll (10 ms) even where inotify exists."""
+        from dynspec_cli.transport.follow import Follow
 
-        return follow_events(self, path, offset, inode=inode, python=python or self.python,
-                             heartbeat=heartbeat, reconnect_for=reconnect_for)
+        return Follow(self, path, offset, inode=inode, python=python or self.python, heartbeat=heartbeat,
+                      reconnect_for=reconnect_for, watch=watch)
 
 
 def _feed(proc: Process, data: bytes) -> None:

@@ -53,12 +53,16 @@ class LocalProcess(Process):
         except subprocess.TimeoutExpired:
             return None
 
-    def kill(self) -> None:
-        if self._p.returncode is None and self._p.poll() is None:
+    def interrupt(self) -> None:
+        if self._p.returncode is None:
             try:
-                os.killpg(self._p.pid, signal.SIGKILL)
+                os.killpg(self._p.pid, signal.SIGKILL)  # its pipes close, the reader sees eof
             except ProcessLookupError:
                 pass
+
+    def kill(self) -> None:
+        if self._p.returncode is None and self._p.poll() is None:
+            self.interrupt()
             self._p.wait()
         for f in (self._p.stdin, self._p.stdout, self._p.stderr):
             if f is not None and not f.closed:

@@ -80,11 +80,14 @@ def call(body: str, *args: str) -> str:
     return f"set -- {words(*args)}\n{body}"
 
 
-def envelope(script: str) -> str:
-    """The remote command string that makes the login shell run `script` with /bin/sh."""
+def envelope(script: str, *, report_pid: bool = False) -> str:
+    """The remote command string that makes the login shell run `script` with /bin/sh.
+    report_pid: first write "<pid>\\n" to stderr; the login shell execs /bin/sh, which execs the
+    script's command, so that pid is sshd's session child, the leader of the process group."""
     data = script.encode("utf-8", "surrogateescape")
     encoded = "".join(f"\\{b:03o}" for b in data)
-    line = f"exec /bin/sh -c 'eval \"$(printf \"{encoded}\")\"'"
+    pid = "echo $$ >&2; " if report_pid else ""
+    line = f"exec /bin/sh -c '{pid}eval \"$(printf \"{encoded}\")\"'"
     if len(line) > MAX_ENVELOPE:
         raise ValueError(
             f"command too long for an SSH exec ({len(data)} bytes of script); pass large data as input"
@@ -133,18 +136,25 @@ fi
 kill -0 "$p" 2>/dev/null
 """
 
-# Any non-zombie process whose process group is $1.
-GROUP_ALIVE = r"""g=$1
-if [ -d /proc/self ]; then
-  cat /proc/[0-9]*/stat 2>/dev/null | awk -v g="$g" '
-    { sub(/.*\) /, ""); if ($3 == g && $1 != "Z" && $1 != "X" && $1 != "x") found = 1 }
-    END { exit !found }'
-  exit
-fi
-kill -0 -- "-$g" 2>/dev/null
+# Any non-zombie process whose process group is $1. (Zombies stay in their group and accept
+# signals, so `kill -0 -- -pgid` would say yes.)
+_GROUP_ALIVE_FN = r"""group_alive() {
+  if [ -d /proc/self ]; then
+    cat /proc/[0-9]*/stat 2>/dev/null | awk -v g="$1" '
+      { sub(/.*\) /, ""); if ($3 == g && $1 != "Z" && $1 != "X" && $1 != "x") found = 1 }
+      END { exit !found }'
+    return
+  fi
+  kill -0 -- "-$1" 2>/dev/null
+}
 """
 
-SIGNAL_GROUP = r"""kill -s "$1" -- "-$2" 2>/dev/null"""
+GROUP_ALIVE = _GROUP_ALIVE_FN + 'group_alive "$1"\n'
+
+# $1 = signal name, $2 = pgid. Exit 1 when no live process is left in the group.
+SIGNAL_GROUP = _GROUP_ALIVE_FN + r"""group_alive "$2" || exit 1
+kill -s "$1" -- "-$2" 2>/dev/null
+"""
 
 # read_file: 3 = missing, 4 = unreadable, 5 = a directory.
 READ_FILE = r"""f=$1; off=$2; len=$3

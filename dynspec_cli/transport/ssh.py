@@ -30,10 +30,15 @@ class Options:
 
 
 class SSHProcess(Process):
+    """One exec channel. The envelope reports the session's pid as the first stderr line (taken
+    off here): killing needs it, because sshd ignores "signal" requests for root logins."""
+
     def __init__(self, host: "SSHHost", transport, chan, *, stdin: bool):
         self._host = host
         self._transport = transport
         self._chan = chan
+        self._pid: int | None = None
+        self._head = b""
         if not stdin:
             chan.shutdown_write()
 
@@ -51,7 +56,21 @@ class SSHProcess(Process):
         out = chan.recv(65536) if chan.recv_ready() else b""
         err = chan.recv_stderr(65536) if chan.recv_stderr_ready() else b""
         eof = (chan.eof_received or chan.closed) and not chan.recv_ready() and not chan.recv_stderr_ready()
+        if self._pid is None:
+            err = self._take_pid(err, eof)
         return out, err, eof
+
+    def _take_pid(self, err: bytes, eof: bool) -> bytes:
+        self._head += err
+        line, nl, rest = self._head.partition(b"\n")
+        if nl:
+            self._pid = int(line) if line.isdigit() else 0
+            self._head = b""
+            return rest
+        if eof or len(self._head) > 32:
+            self._pid, rest, self._head = 0, self._head, b""
+            return rest
+        return b""
 
     def wait(self, timeout: float | None = None) -> int | None:
         if not self._chan.status_event.wait(timeout):
@@ -59,12 +78,19 @@ class SSHProcess(Process):
         code = self._chan.exit_status
         if code == -1 and not self._transport.is_active():
             raise ConnectionLost(self._host.name, "connection lost while a command was running")
+        self._exited = True
         return code
+
+    def interrupt(self) -> None:
+        self._chan.close()  # paramiko: thread-safe; a blocked read() sees eof
 
     def kill(self) -> None:
         chan = self._chan
-        if not chan.closed and not chan.status_event.is_set():
-            _send_signal(chan, "KILL")
+        if not getattr(self, "_exited", False) and chan.exit_status == -1:
+            if not chan.closed:
+                _send_signal(chan, "KILL")  # enough for non-root logins
+            if self._pid and self._transport.is_active():
+                self._host._kill_group(self._transport, self._pid)
         chan.close()
 
 
@@ -151,7 +177,7 @@ class SSHHost(Host):
         self._drop()
 
     def _start(self, script: str, *, stdin: bool) -> Process:
-        command = shell.envelope(script)
+        command = shell.envelope(script, report_pid=True)
         for attempt in (1, 2):
             self.connect()
             transport = self._conn.transport
@@ -169,3 +195,15 @@ class SSHHost(Host):
             chan.close()
             raise ConnectionLost(self.name, f"cannot start a command: {e or type(e).__name__}") from None
         return SSHProcess(self, transport, chan, stdin=stdin)
+
+    def _kill_group(self, transport, pgid: int) -> None:
+        """SIGKILL a session's process group over a fresh channel of the same connection."""
+        script = shell.call(shell.SIGNAL_GROUP, "KILL", str(int(pgid)))
+        try:
+            chan = transport.open_session(timeout=2)
+            chan.exec_command(shell.envelope(script))
+            chan.shutdown_write()
+            chan.status_event.wait(5)
+            chan.close()
+        except Exception:  # noqa: BLE001 - best effort: the connection may be going away
+            pass

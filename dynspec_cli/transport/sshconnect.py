@@ -247,8 +247,8 @@ def _connect_hop(spec: str, config, opts: Options, conn: Connection, *, via, dep
         try:
             # "system" host keys: SSHClient never rewrites these; accept-new appends itself
             client.load_system_host_keys(target.known_hosts)
-        except (OSError, paramiko.SSHException) as e:
-            raise SSHConfigError(target.label, f"cannot read {target.known_hosts}: {e}") from e
+        except Exception as e:  # noqa: BLE001 - paramiko raises InvalidHostKey, SSHException, OSError
+            raise SSHConfigError(target.label, f"cannot read {target.known_hosts}: {e}") from None
     client.set_missing_host_key_policy(HostKeyPolicy(target))
     use_files = [p for p in target.identity_files if os.path.exists(p)]
     started = time.monotonic()
@@ -289,10 +289,14 @@ def _connect_hop(spec: str, config, opts: Options, conn: Connection, *, via, dep
     except (paramiko.SSHException, EOFError, OSError) as e:
         elapsed = time.monotonic() - started
         text = str(e) or type(e).__name__
-        if "banner" in text.lower() or isinstance(e, (socket.timeout, TimeoutError)):
-            if elapsed >= target.connect_timeout * 0.9:
-                raise ConnectTimeout(target.label, f"no SSH handshake within {target.connect_timeout:g}s "
-                                                   f"(is {target.hostname}:{target.port} an SSH server?)") from None
+        if elapsed >= target.connect_timeout * 0.9 or isinstance(e, (socket.timeout, TimeoutError)):
+            # paramiko's start_client gives up silently at its timeout ("No existing session")
+            raise ConnectTimeout(target.label, f"no SSH handshake within {target.connect_timeout:g}s "
+                                               f"(is {target.hostname}:{target.port} an SSH server?)") from None
+        if "no authentication methods available" in text.lower():
+            raise AuthFailed(target.label, f"no key to offer for user {target.user} (no usable IdentityFile, "
+                                           f"no ssh-agent, no ~/.ssh/id_* keys)") from None
+        if "banner" in text.lower() or isinstance(e, EOFError):
             raise ConnectError(target.label, f"connection closed during SSH handshake "
                                              f"(not an SSH server, or sshd MaxStartups?): {text}") from None
         raise ConnectError(target.label, f"SSH negotiation failed: {text}") from None

@@ -1,0 +1,82 @@
+"""The scripts and the SSH envelope, checked against real shells (no SSH needed)."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dynspec_cli.transport import shell
+
+# text a user could put in argv/env: anything but NUL (and lone surrogates, which are not text)
+values = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=40)
+
+LOGIN_SHELLS = ["sh", "dash", "bash", "zsh", "fish", "tcsh"]
+
+
+def _via(login_shell: str, script: str) -> subprocess.CompletedProcess:
+    """What sshd does: hand the command string to the user's login shell with -c."""
+    return subprocess.run([login_shell, "-c", shell.envelope(script)], capture_output=True, timeout=20)
+
+
+@pytest.mark.parametrize("login_shell", LOGIN_SHELLS)
+def test_envelope_survives_login_shells(login_shell, tmp_path):
+    if not shutil.which(login_shell):
+        pytest.skip(f"{login_shell} not installed (optional: apt-get install {login_shell})")
+    canary = tmp_path / "PWNED"
+    hostile = [f"$(touch {canary})", f"`touch {canary}`", f"; touch {canary}", f"' ; touch {canary}; '",
+               f'" ; touch {canary}; "', f"\\'$(touch {canary})", f"a\ntouch {canary}", "ü ✓ \\\\ \\n %s %%",
+               "!!", "~", "*", "$HOME", "-n", ""]
+    script = shell.command(["printf", "%s\\0", *hostile], env={"V": hostile[0]})
+    res = _via(login_shell, script)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.decode().split("\0")[:-1] == hostile
+    assert not canary.exists()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(values, min_size=1, max_size=5), values)
+def test_envelope_roundtrip_property(args, env_value):
+    script = shell.command(["sh", "-c", 'printf "%s\\0" "$V" "$@"', "sh", *args], env={"V": env_value})
+    res = _via("bash", script)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.decode("utf-8").split("\0")[:-1] == [env_value, *args]
+
+
+def test_envelope_reports_pid_first_on_stderr():
+    res = subprocess.run(["bash", "-c", shell.envelope("echo $$; echo oops >&2", report_pid=True)],
+                         capture_output=True, text=True)
+    pid, rest = res.stderr.split("\n", 1)
+    assert pid == res.stdout.strip()  # exec all the way: the reported pid runs the script
+    assert rest == "oops\n"
+
+
+def test_cwd_quoted(tmp_path):
+    d = tmp_path / "$(x) 'a' b"
+    d.mkdir()
+    res = subprocess.run(["sh", "-c", shell.command(["pwd"], cwd=str(d))], capture_output=True, text=True)
+    assert res.stdout.strip() == str(d)
+
+
+@pytest.mark.parametrize("bad", [{"A B": "x"}, {"-i": "x"}, {"A=B": "x"}, {"": "x"}, {"1A": "x"}])
+def test_env_names_are_validated(bad):
+    with pytest.raises(ValueError):
+        shell.command(["true"], env=bad)
+
+
+@pytest.mark.parametrize("argv", [[], ["a=b"], ["echo", "nul\x00byte"]])
+def test_bad_argv_rejected(argv):
+    with pytest.raises(ValueError):
+        shell.command(argv)
+
+
+def test_argv_must_be_a_list():
+    with pytest.raises(TypeError):
+        shell.command("echo hi")
+
+
+def test_envelope_size_is_bounded():
+    with pytest.raises(ValueError, match="too long"):
+        shell.envelope("x" * 40_000)
