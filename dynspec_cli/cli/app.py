@@ -19,6 +19,12 @@ app = typer.Typer(
 )
 
 
+def load_feature(ref):
+    from dynspec_cli.knowledge.features import load_feature as _load
+
+    return _load(ref)
+
+
 class UsageError(Exception):
     """Bad input: printed as one line, exit 2."""
 
@@ -98,9 +104,246 @@ def demo(
     raise typer.Exit(run_demo(speed=speed, json_out=json_out))
 
 
+_SSH_HELP = {
+    "ssh_config": "ssh_config file (default ~/.ssh/config).",
+    "known_hosts": "known_hosts file (default ~/.ssh/known_hosts).",
+    "accept_new": "Accept and remember an unknown host key (like OpenSSH accept-new); a changed key is still refused.",
+}
+
+
+@app.command(epilog=EXIT_CODES)
+def launch(
+    profile: str = typer.Argument(..., help="Profile: a .toml path or a bundled example name."),
+    host: Optional[str] = typer.Option(None, "--host", help="Override the profile's host (ssh_config alias, user@host[:port], local)."),
+    env: Optional[List[str]] = typer.Option(None, "--env", help="K=V added to the server's environment (repeatable)."),
+    set_: Optional[List[str]] = typer.Option(None, "--set", help="flag=value for sglang (repeatable; true = bare flag, false = drop)."),
+    name: Optional[str] = typer.Option(None, "--name", help="Run name (default: the profile's)."),
+    replace: bool = typer.Option(False, "--replace", help="Stop a live run of the same name first."),
+    keep: bool = typer.Option(False, "--keep", help="Do not stop the server when the verdict is dead."),
+    detach: bool = typer.Option(False, "--detach", help="On Ctrl-C leave the server running (re-attach with dynspec watch NAME)."),
+    no_watch: bool = typer.Option(False, "--no-watch", help="Start and return at once."),
+    no_preflight: bool = typer.Option(False, "--no-preflight", help="Skip the preflight check before starting."),
+    timeout: Optional[float] = typer.Option(None, "--timeout", help="Give up watching after this many seconds (default: the profile's ready_timeout)."),
+    json_out: bool = typer.Option(False, "--json"),
+    ssh_config: Optional[str] = typer.Option(None, "--ssh-config", help=_SSH_HELP["ssh_config"]),
+    known_hosts: Optional[str] = typer.Option(None, "--known-hosts", help=_SSH_HELP["known_hosts"]),
+    accept_new_host_key: bool = typer.Option(False, "--accept-new-host-key", help=_SSH_HELP["accept_new"]),
+) -> None:
+    """Start the patched server (detached, locally or over SSH) and watch it: exit the moment the
+    verdict is dead or crashed (stopping the server), or when it is live and ready."""
+    from dynspec_cli.cli import runs
+    from dynspec_cli.run import control
+    from dynspec_cli.run.profiles import load_profile, shown_command, with_overrides
+
+    with _errors():
+        prof = with_overrides(load_profile(profile), host=host, env=env, sets=set_, name=name)
+        feature = load_feature(prof.feature)
+        out = _out(json_out)
+        target = runs.open_target(prof.host, ssh_config, known_hosts, accept_new_host_key, prof.python)
+        with target:
+            version = prof.sglang_version
+            if not no_preflight:
+                version = _preflight_gate(target, prof, feature, out, json_out) or version
+            rec = control.start(target, prof, feature, replace=replace, sglang_version=version)
+            if not json_out:
+                out.print(f"[bold]started[/] {prof.name} on {target.name}: pid {rec.pid}, log {rec.log}")
+                out.print(f"  [dim]{shown_command(prof.argv(), prof.env)}[/]")
+            if no_watch:
+                if json_out:
+                    from dynspec_cli.report.jsonout import emit
+                    from dynspec_cli.run.records import to_json
+
+                    emit({"run": to_json(rec)})
+                raise typer.Exit(0)
+            code = _watch(target, rec, feature, timeout or prof.ready_timeout, keep, detach, json_out, out)
+    raise typer.Exit(code)
+
+
+@app.command(epilog=EXIT_CODES)
+def watch(
+    name: str = typer.Argument(..., help="Run name."),
+    host: str = typer.Option("local", "--host"),
+    keep: bool = typer.Option(False, "--keep"),
+    detach: bool = typer.Option(True, "--detach/--no-detach", help="On Ctrl-C leave the server running (default)."),
+    timeout: Optional[float] = typer.Option(None, "--timeout"),
+    json_out: bool = typer.Option(False, "--json"),
+    ssh_config: Optional[str] = typer.Option(None, "--ssh-config", help=_SSH_HELP["ssh_config"]),
+    known_hosts: Optional[str] = typer.Option(None, "--known-hosts", help=_SSH_HELP["known_hosts"]),
+    accept_new_host_key: bool = typer.Option(False, "--accept-new-host-key", help=_SSH_HELP["accept_new"]),
+) -> None:
+    """Re-attach to a run (also from another machine) and watch it to its verdict."""
+    from dynspec_cli.cli import runs
+    from dynspec_cli.run import records
+
+    with _errors():
+        out = _out(json_out)
+        with runs.open_target(host, ssh_config, known_hosts, accept_new_host_key) as target:
+            rec = records.load(target, name)
+            if rec is None:
+                raise UsageError(f"no run named {name!r} on {target.name}")
+            code = _watch(target, rec, load_feature(rec.feature), timeout, keep, detach, json_out, out)
+    raise typer.Exit(code)
+
+
+@app.command(epilog=EXIT_CODES)
+def stop(
+    name: str = typer.Argument(..., help="Run name."),
+    host: str = typer.Option("local", "--host"),
+    grace: float = typer.Option(10.0, "--grace", help="Seconds between SIGTERM and SIGKILL."),
+    ssh_config: Optional[str] = typer.Option(None, "--ssh-config", help=_SSH_HELP["ssh_config"]),
+    known_hosts: Optional[str] = typer.Option(None, "--known-hosts", help=_SSH_HELP["known_hosts"]),
+    accept_new_host_key: bool = typer.Option(False, "--accept-new-host-key", help=_SSH_HELP["accept_new"]),
+) -> None:
+    """Stop a run: SIGTERM to its process group, SIGKILL after the grace period, then confirm
+    that no process of the group remains."""
+    from dynspec_cli.cli import runs
+    from dynspec_cli.run import control, records
+
+    with _errors():
+        with runs.open_target(host, ssh_config, known_hosts, accept_new_host_key) as target:
+            rec = records.load(target, name)
+            if rec is None:
+                raise UsageError(f"no run named {name!r} on {target.name}")
+            was_alive = target.group_alive(rec.pgid)
+            gone = control.stop(target, rec, grace=grace)
+    out = _out(False)
+    if not gone:
+        sys.stderr.write(f"dynspec: error: processes of run {name!r} (group {rec.pgid}) survived SIGKILL\n")
+        raise typer.Exit(1)
+    out.print(f"{'stopped' if was_alive else 'already stopped'}: {name} (process group {rec.pgid}); no process remains")
+
+
+@app.command(epilog=EXIT_CODES)
+def status(
+    host: str = typer.Option("local", "--host"),
+    json_out: bool = typer.Option(False, "--json"),
+    ssh_config: Optional[str] = typer.Option(None, "--ssh-config", help=_SSH_HELP["ssh_config"]),
+    known_hosts: Optional[str] = typer.Option(None, "--known-hosts", help=_SSH_HELP["known_hosts"]),
+    accept_new_host_key: bool = typer.Option(False, "--accept-new-host-key", help=_SSH_HELP["accept_new"]),
+) -> None:
+    """Runs on a host: alive or not, the verdict so far, the last log lines."""
+    from dynspec_cli.cli import runs
+    from dynspec_cli.run import control
+
+    with _errors():
+        with runs.open_target(host, ssh_config, known_hosts, accept_new_host_key) as target:
+            rows = control.status(target, load_feature)
+    if json_out:
+        from dynspec_cli.report.jsonout import emit
+
+        emit({"runs": rows})
+        return
+    out = _out(False)
+    if not rows:
+        out.print(f"no runs on {host}")
+    for r in rows:
+        mark, colour = MARK_OF(r["verdict"])
+        out.print(f"[{colour}]{mark}[/] [bold]{r['name']}[/] pid {r['pid']} {'alive' if r['alive'] else 'stopped'} "
+                  f"verdict {r['verdict'] or 'unknown'} port {r['port']} log {r['log']}")
+        for ln in r["last_lines"]:
+            out.print(f"    [dim]{_escape(ln[:200])}[/]")
+
+
+def MARK_OF(verdict):
+    from dynspec_cli.report.console import MARK
+
+    return MARK.get(verdict or "inconclusive", ("?", "yellow"))
+
+
+def _escape(s: str) -> str:
+    from rich.markup import escape
+
+    return escape(s)
+
+
+def _out(json_out: bool):
+    from dynspec_cli.report.console import console
+
+    return console(stderr=json_out)
+
+
+class _errors:
+    """Known failures become one line on stderr and exit 2."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, et, e, tb):
+        if et is None:
+            return False
+        from dynspec_cli.evidence.scan import LogError
+        from dynspec_cli.knowledge.tables import ConfigError
+        from dynspec_cli.run.control import RunError
+        from dynspec_cli.transport import TransportError
+
+        if issubclass(et, (ConfigError, LogError, UsageError, RunError, TransportError)):
+            raise _fail(str(e))
+        return False
+
+
+def _preflight_gate(target, prof, feature, out, json_out):
+    """Run preflight before starting; a dead verdict refuses the launch."""
+    try:
+        from dynspec_cli.verdict import preflight
+    except ImportError:
+        return None
+    result = preflight.run(target, prof.python, feature, prof.argv()[3:], prof.env, patched=prof.patched_class or None)
+    if not json_out:
+        from dynspec_cli.report.console import render_preflight
+
+        render_preflight(result, out)
+    if result["verdict"] == "dead":
+        raise typer.Exit(1)
+    return result.get("sglang_version")
+
+
+def _watch(target, rec, feature, timeout, keep, detach, json_out, out) -> int:
+    from dynspec_cli.cli import runs
+    from dynspec_cli.run import control
+
+    display = runs.Display(out, rec.name, enabled=not json_out and out.is_terminal)
+    try:
+        with display:
+            o = control.watch(target, rec, feature, timeout=timeout, keep=keep, on_update=display.update)
+    except KeyboardInterrupt:
+        if detach:
+            out.print(f"\ndetached: {rec.name} keeps running on {target.name}; re-attach with: dynspec watch {rec.name} --host {target.name}")
+            return 130
+        control.stop(target, rec)
+        out.print(f"\ninterrupted: stopped {rec.name} (process group {rec.pgid}); no process remains")
+        return 130
+    doc = o.verdict.to_json()
+    doc["run"] = {"name": rec.name, "host": target.name, "pid": rec.pid, "log": rec.log, "why": o.why,
+                  "stopped": o.stopped, "health": o.health}
+    if json_out:
+        from dynspec_cli.report.jsonout import emit
+
+        emit(doc)
+    else:
+        from dynspec_cli.report.console import render_verdict
+
+        render_verdict(doc, out, source=f"{target.name}:{rec.log}")
+        if o.stopped:
+            out.print(f"  server stopped ({o.verdict.verdict}); no process of group {rec.pgid} remains")
+        elif o.why == "ready":
+            out.print(f"  [green]ready[/]: {o.health}; the server keeps running (dynspec stop {rec.name} --host {target.name})")
+        elif o.why == "timeout":
+            out.print(f"  timed out; the server keeps running (dynspec watch {rec.name} / dynspec stop {rec.name})")
+    if o.why == "timeout" and o.verdict.verdict == "live":
+        return 3
+    return o.verdict.exit_code
+
+
 def main() -> None:
+    import os
+
     try:
         app()
     except KeyboardInterrupt:
         sys.stderr.write("dynspec: interrupted\n")
         sys.exit(130)
+    except Exception as e:  # a bug: one line unless asked for the traceback
+        if os.environ.get("DYNSPEC_DEBUG"):
+            raise
+        sys.stderr.write(f"dynspec: internal error: {type(e).__name__}: {e} (set DYNSPEC_DEBUG=1 for the traceback)\n")
+        sys.exit(70)

@@ -1,0 +1,219 @@
+"""Launching, watching, stopping and listing runs. Everything here is written once against
+`Host`; whether the server runs here or over SSH is the transport's business.
+
+Invariants: a process dynspec did not start is never signalled (only the process group in a
+run record, and only while that group is alive and holds the recorded pid's command line);
+nothing is left running unless the user asked for it (--keep, --detach, or a live server)."""
+from __future__ import annotations
+
+import json
+import signal
+import time
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+from dynspec_cli.evidence.rules import LAUNCH_PREFIX
+from dynspec_cli.knowledge.features import Feature
+from dynspec_cli.run import records
+from dynspec_cli.run.profiles import Profile
+from dynspec_cli.run.records import RunRecord
+from dynspec_cli.run.secrets import redact_argv, redact_env
+from dynspec_cli.run.stream import judge_stream
+from dynspec_cli.transport import Host
+from dynspec_cli.verdict.judge import Verdict
+
+PORT_CHECK = r"""
+import socket, sys
+port = int(sys.argv[1])
+for fam, addr in ((socket.AF_INET, "0.0.0.0"), (socket.AF_INET, "127.0.0.1")):
+    s = socket.socket(fam, socket.SOCK_STREAM)
+    try:
+        s.bind((addr, port))
+    except OSError:
+        print("taken"); sys.exit(0)
+    finally:
+        s.close()
+print("free")
+"""
+
+HEALTH = r"""
+import sys, urllib.request
+port = sys.argv[1]
+for path in ("/health_generate", "/health"):
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as r:
+            print(path, r.status); sys.exit(0)
+    except Exception as e:
+        last = f"{path} {getattr(e, 'code', None) or type(e).__name__}"
+print(last)
+"""
+
+
+class RunError(Exception):
+    """A run cannot be started, found or stopped (one line; exit 2)."""
+
+
+@dataclass
+class Outcome:
+    verdict: Verdict
+    why: str  # decided | ready | exited | timeout | interrupted | ended
+    stopped: bool  # dynspec stopped the server
+    record: RunRecord
+    health: Optional[str] = None
+
+
+def port_taken(host: Host, python: str, port: int) -> bool:
+    res = host.run_python(python, PORT_CHECK, [str(port)], timeout=30)
+    return res.text.strip() == "taken"
+
+
+def health(host: Host, python: str, port: int) -> tuple[bool, str]:
+    res = host.run_python(python, HEALTH, [str(port)], timeout=30)
+    text = res.text.strip()
+    return text.endswith(" 200"), text
+
+
+def start(host: Host, prof: Profile, feature: Feature, *, replace: bool, sglang_version: Optional[str],
+          extra_env: dict[str, str] | None = None) -> RunRecord:
+    old = records.load(host, prof.name)
+    if old is not None and old.stopped_at is None and host.group_alive(old.pgid):
+        if not replace:
+            raise RunError(f"run {prof.name!r} is alive on {host.name} (pid {old.pid}); "
+                           f"use --replace to stop it first, or --name for another run")
+        stop(host, old)
+    if port_taken(host, prof.python, prof.port):
+        raise RunError(f"port {prof.port} is already taken on {host.name}; pick another with --set port=N")
+    log = records.expand(host, prof.log_path())
+    host.run(["mkdir", "-p", log.rsplit("/", 1)[0] or "/"], check=True, timeout=30)
+    offset = host.size(log) or 0
+    argv = prof.argv()
+    env = dict(prof.env)
+    env.update(extra_env or {})
+    header = {"name": prof.name, "argv": redact_argv(argv), "env": redact_env(prof.env),
+              "started_at": records.now(), "feature": feature.name}
+    host.run(["sh", "-c", 'printf "%s\\n" "$1" >> "$2"', "sh", LAUNCH_PREFIX + json.dumps(header), log],
+             check=True, timeout=30)
+    spawned = host.spawn_detached(argv, env=env, cwd=records.expand(host, prof.workdir) if prof.workdir else None,
+                                  log_path=log)
+    rec = RunRecord(name=prof.name, host=host.name, pid=spawned.pid, pgid=spawned.pgid, argv=redact_argv(argv),
+                    env=redact_env(env), log=log, log_offset=offset, port=prof.port, started_at=header["started_at"],
+                    feature=feature.name, patched_class=list(prof.patched_class), sglang_version=sglang_version,
+                    python=prof.python, cwd=prof.workdir, probe=bool(extra_env),
+                    leader_start=records.leader_start(host, spawned.pid))
+    records.save(host, rec)
+    return rec
+
+
+def stop(host: Host, rec: RunRecord, *, grace: float = 10.0) -> bool:
+    """SIGTERM the run's process group, SIGKILL after `grace`; True once no process remains."""
+    gone = True
+    if rec.leader_start is not None:
+        now_start = records.leader_start(host, rec.pid)
+        if now_start is not None and now_start != rec.leader_start:
+            # pid reused by a process dynspec did not start: never signal it
+            rec.stopped_at = records.now()
+            records.save(host, rec)
+            raise RunError(f"run {rec.name!r}: pid {rec.pid} on {host.name} now belongs to another process "
+                           f"(the run ended earlier); nothing was signalled")
+    if host.group_alive(rec.pgid):
+        gone = host.stop_group(rec.pgid, grace=grace)
+    if gone:
+        rec.stopped_at = records.now()
+        records.save(host, rec)
+    return gone
+
+
+def watch(host: Host, rec: RunRecord, feature: Feature, *, timeout: Optional[float], keep: bool,
+          on_update: Callable[[Verdict], None] | None = None, ready_needed: bool = True,
+          feeder_factory=None) -> Outcome:
+    """Follow the run's log from its start until the verdict is decided and the server is ready,
+    the process is gone, or `timeout`. Dead stops the server unless `keep`."""
+    from dynspec_cli.cli.verify import make_feeder
+
+    feeder = (feeder_factory or make_feeder)(feature, rec.patched_class or None, rec.sglang_version)
+    judge = feeder.judge
+    state = {"health": None, "exited": False}
+
+    def decided(v: Verdict) -> bool:
+        if v.verdict in ("dead", "crashed"):
+            return True
+        return False  # live waits for readiness (checked in on_tick)
+
+    def on_tick(v: Verdict, quiet: float) -> Optional[Verdict]:
+        if not host.group_alive(rec.pgid):
+            state["exited"] = True
+            time.sleep(0.3)  # let the last lines land in the log
+            for ev in _drain(host, rec, feeder):
+                pass
+            final = judge.verdict(at_eof=True)
+            if final.verdict in ("inconclusive", "live") and not final.server_ready:
+                final = _exited(judge, final)
+            return final
+        if v.verdict == "live" and judge.decided(v) and (v.server_ready or not ready_needed):
+            ok, text = health(host, rec.python, rec.port)
+            state["health"] = text
+            if ok or not ready_needed:
+                return v
+        return None
+
+    events = host.follow(rec.log, rec.log_offset)
+    verdict, why = judge_stream(events, feeder, timeout=timeout, on_update=on_update, on_tick=on_tick,
+                                decided=decided)
+    if why == "tick":
+        why = "exited" if state["exited"] else "ready"
+    stopped = False
+    if verdict.verdict == "dead" and not keep:
+        stopped = stop(host, rec)
+    elif verdict.verdict == "crashed" and host.group_alive(rec.pgid):
+        stopped = stop(host, rec)  # a crashed server's leftovers (children) are not kept
+    rec.verdict = verdict.verdict
+    records.save(host, rec)
+    return Outcome(verdict, why, stopped, rec, state["health"])
+
+
+def _drain(host: Host, rec: RunRecord, feeder):
+    """Whatever the log holds beyond what the follower delivered (the process just exited)."""
+    data = host.read_file(rec.log, rec.log_offset + feeder.offset + len(feeder.pending))
+    if data:
+        feeder.feed(data)
+    feeder.flush()
+    return ()
+
+
+def _exited(judge, v: Verdict) -> Verdict:
+    from dynspec_cli.knowledge.findings import Finding
+
+    la = judge.launches[-1] if judge.launches else None
+    line = la.last_line if la else None
+    v.crashed = True
+    v.verdict = "crashed" if v.verdict != "dead" else "dead"
+    v.crash = {"exception": "ProcessExited", "message": "the server process exited", "line": (line.no or None) if line else None,
+               "text": line.text if line else None}
+    v.findings.append(Finding("DS303", "the server process exited before it was ready.",
+                              line=(line.no or None) if line else None, text=line.text if line else None))
+    return v
+
+
+def status(host: Host, feature_loader) -> list[dict]:
+    out = []
+    from dynspec_cli.cli.verify import make_feeder
+
+    for rec in records.all_records(host):
+        alive = host.group_alive(rec.pgid) if rec.stopped_at is None else False
+        verdict = rec.verdict
+        last_lines: list[str] = []
+        try:
+            size = host.size(rec.log) or 0
+            start = max(rec.log_offset, size - (4 << 20))
+            data = host.read_file(rec.log, start)
+            feeder = make_feeder(feature_loader(rec.feature), rec.patched_class or None, rec.sglang_version)
+            feeder.feed(data)
+            feeder.flush()
+            verdict = feeder.judge.verdict(at_eof=not alive).verdict
+            last_lines = [ln for ln in data.decode("utf-8", "replace").splitlines() if ln.strip()][-3:]
+        except (FileNotFoundError, PermissionError):
+            last_lines = ["(log not readable)"]
+        out.append({"name": rec.name, "host": rec.host, "pid": rec.pid, "alive": alive, "verdict": verdict,
+                    "port": rec.port, "log": rec.log, "started_at": rec.started_at, "stopped_at": rec.stopped_at,
+                    "last_lines": last_lines})
+    return out

@@ -1,0 +1,111 @@
+"""Profiles: TOML files saying what to start where (host, python, env, sglang flags, port,
+log, feature). Users keep their own; `configs/profiles/` has examples."""
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+from typing import Optional, Union
+
+import msgspec
+
+from dynspec_cli.knowledge.tables import ConfigError, configs_dir, load_toml
+
+FlagValue = Union[str, int, float, bool, list[Union[str, int, float]]]
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_FLAG_NAME = re.compile(r"^(--)?[a-z0-9][a-z0-9-]*$")
+
+
+class Profile(msgspec.Struct, forbid_unknown_fields=True):
+    name: str
+    host: str = "local"  # "local", an ssh_config alias, or user@host[:port]
+    python: str = "python3"  # the interpreter that runs the server (and imports the patched sglang)
+    workdir: Optional[str] = None
+    module: str = "sglang.launch_server"
+    port: int = 30000
+    log: str = "~/.dynspec/logs/{name}.log"
+    feature: str = "dynamic-spec-disable"
+    patched_class: list[str] = []
+    sglang_version: Optional[str] = None
+    ready_timeout: float = 3600.0
+    env: dict[str, str] = {}
+    flags: dict[str, FlagValue] = {}
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", self.name):
+            raise ValueError(f"name {self.name!r}: use letters, digits, '.', '_', '-' (max 64)")
+        if not 1 <= self.port <= 65535:
+            raise ValueError(f"port {self.port}: not a TCP port")
+        for k in self.env:
+            if not _ENV_NAME.match(k):
+                raise ValueError(f"env: {k!r} is not a valid environment variable name")
+        for k in self.flags:
+            if not _FLAG_NAME.match(k):
+                raise ValueError(f"flags: {k!r} is not an sglang flag name (like 'model-path')")
+        if self.ready_timeout <= 0:
+            raise ValueError("ready_timeout must be positive")
+
+    def argv(self) -> list[str]:
+        out = [self.python, "-m", self.module]
+        flags = dict(self.flags)
+        if "port" not in flags and "--port" not in flags:
+            flags["port"] = self.port
+        for k, v in flags.items():
+            name = k if k.startswith("--") else f"--{k}"
+            if v is True:
+                out.append(name)
+            elif v is False:
+                continue
+            elif isinstance(v, list):
+                out.append(name)
+                out.extend(str(x) for x in v)
+            else:
+                out += [name, str(v)]
+        return out
+
+    def log_path(self) -> str:
+        return self.log.replace("{name}", self.name)
+
+
+def load_profile(ref: str) -> Profile:
+    p = Path(ref)
+    if not (p.suffix == ".toml" or p.exists()):
+        bundled = configs_dir() / "profiles" / f"{ref}.toml"
+        if not bundled.exists():
+            raise ConfigError(f"profile {ref!r} not found (give a path to a .toml file)")
+        p = bundled
+    prof = load_toml(p, Profile, where=str(p))
+    prof.source = str(p)
+    return prof
+
+
+def with_overrides(prof: Profile, *, host: str | None = None, env: list[str] | None = None,
+                   sets: list[str] | None = None, name: str | None = None) -> Profile:
+    """Apply CLI overrides: --host H, --env K=V, --set flag=value (value 'true' = bare flag,
+    'false' = drop it), --name N."""
+    new_env = dict(prof.env)
+    for item in env or []:
+        k, eq, v = item.partition("=")
+        if not eq or not _ENV_NAME.match(k):
+            raise ConfigError(f"--env {item!r}: expected NAME=VALUE")
+        new_env[k] = v
+    new_flags = dict(prof.flags)
+    for item in sets or []:
+        k, eq, v = item.partition("=")
+        k = k[2:] if k.startswith("--") else k
+        if not eq or not _FLAG_NAME.match(k):
+            raise ConfigError(f"--set {item!r}: expected flag=value (e.g. speculative-eagle-topk=1)")
+        low = v.lower()
+        new_flags[k] = True if low == "true" else False if low == "false" else v
+    try:
+        return msgspec.structs.replace(prof, host=host or prof.host, env=new_env, flags=new_flags, name=name or prof.name)
+    except ValueError as e:
+        raise ConfigError(f"{prof.source}: {e}") from None
+
+
+def shown_command(argv: list[str], env: dict[str, str]) -> str:
+    from dynspec_cli.run.secrets import redact_argv, redact_env
+
+    e = " ".join(f"{k}={shlex.quote(v)}" for k, v in redact_env(env).items())
+    return (e + " " if e else "") + shlex.join(redact_argv(argv))
