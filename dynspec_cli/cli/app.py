@@ -104,6 +104,68 @@ def demo(
     raise typer.Exit(run_demo(speed=speed, json_out=json_out))
 
 
+@app.command(epilog=EXIT_CODES + " Preflight: 0 reachable, 1 dead, 3 unknown.",
+             context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def preflight(
+    ctx: typer.Context,
+    profile: Optional[str] = typer.Argument(None, help="Profile (.toml path or bundled name); its host, python, env and flags are used. Server flags can also follow `--`."),
+    host: Optional[str] = typer.Option(None, "--host", help="Where the server will run (default: the profile's, else local)."),
+    python: Optional[str] = typer.Option(None, "--python", help="The interpreter that will run the server (default: python3 on the host)."),
+    env: Optional[List[str]] = typer.Option(None, "--env", help="K=V of the server's environment (repeatable)."),
+    feature: Optional[str] = typer.Option(None, "--feature"),
+    patch: Optional[str] = typer.Option(None, "--patch", help="The unified diff you applied (hunks -> files, lines, functions)."),
+    patched_class: Optional[List[str]] = typer.Option(None, "--patched-class"),
+    dynamic: bool = typer.Option(False, "--dynamic", help="Also run sglang's own argument resolution on the host (imports sglang: ~5 s)."),
+    json_out: bool = typer.Option(False, "--json"),
+    ssh_config: Optional[str] = typer.Option(None, "--ssh-config"),
+    known_hosts: Optional[str] = typer.Option(None, "--known-hosts"),
+    accept_new_host_key: bool = typer.Option(False, "--accept-new-host-key"),
+) -> None:
+    """Before launch: which worker class will run, and whether the patched code is on its path.
+    Seconds, no GPU: reads the installed sglang with the server's own python."""
+    from dynspec_cli.cli import runs
+    from dynspec_cli.run.profiles import load_profile, with_overrides
+    from dynspec_cli.verdict import preflight as pf
+
+    with _errors():
+        extra = list(ctx.args)
+        if profile is not None and profile.startswith("--"):
+            extra.insert(0, profile)
+            profile = None
+        if profile is not None:
+            prof = with_overrides(load_profile(profile), host=host, env=env)
+            flags = prof.argv()[3:] + extra
+            target_spec, py, env_map = prof.host, python or prof.python, dict(prof.env)
+            feat = load_feature(feature or prof.feature)
+            classes = patched_class or prof.patched_class or None
+        else:
+            target_spec, py, feat, classes = host or "local", python or "python3", load_feature(feature), patched_class
+            env_map = {}
+            for item in env or []:
+                k, eq, v = item.partition("=")
+                if not eq or not k:
+                    raise UsageError(f"--env {item!r}: expected NAME=VALUE")
+                env_map[k] = v
+            flags = extra
+        diff = None
+        if patch is not None:
+            try:
+                diff = open(patch, encoding="utf-8").read()
+            except OSError as e:
+                raise UsageError(f"{patch}: cannot read the diff: {e.strerror}")
+        with runs.open_target(target_spec, ssh_config, known_hosts, accept_new_host_key, py) as target:
+            result = pf.run(target, py, feat, flags, env_map, patched=classes, patch_diff=diff, dynamic=dynamic)
+    if json_out:
+        from dynspec_cli.report.jsonout import emit
+
+        emit(result)
+    else:
+        from dynspec_cli.report.console import console, render_preflight
+
+        render_preflight(result, console())
+    raise typer.Exit(result["exit_code"])
+
+
 _SSH_HELP = {
     "ssh_config": "ssh_config file (default ~/.ssh/config).",
     "known_hosts": "known_hosts file (default ~/.ssh/known_hosts).",

@@ -66,6 +66,35 @@ def render_verdict(v: dict[str, Any], out: Console, *, source: str = "") -> None
     out.print(f"\n  [dim]exit {v['exit_code']} · dynspec explain CODE for details[/]")
 
 
+def render_preflight(r: dict[str, Any], out: Console) -> None:
+    mark, colour = MARK[r["verdict"]]
+    head = {"reachable": "the patched code is on the path of the worker that will run",
+            "dead": "the patched code cannot run with this sglang, env and flags",
+            "unknown": "could not determine it"}[r["verdict"]]
+    out.print(f"[bold {colour}]{mark} PREFLIGHT {r['verdict'].upper()}[/] — {head}")
+    _fact(out, "sglang", f"{r['sglang_version'] or 'unknown'}  ({r['sglang_path'] or 'not importable'})"
+                         + ("  editable" if r.get("editable") else ""))
+    w = r["worker"]
+    _fact(out, "worker", f"{w['class']}  ({w['module']})" if w.get("class") else "unknown")
+    if w.get("basis"):
+        out.print(f"      [dim]{escape(w['basis'])}[/]")
+    ov = r["overlap_schedule"]
+    _fact(out, "overlap scheduler", "unknown" if ov is None else ("on" if ov else "off"))
+    for p in r["patched"] or []:
+        _fact(out, "patch", f"{p.get('class') or '?'}.{p.get('function') or '?'} at {p.get('file')}:{p.get('line')}")
+    if not r["patched"]:
+        _fact(out, "patch", "not found in this install")
+    if r["findings"]:
+        out.print()
+    for f in r["findings"]:
+        smark, scol = SEV[f["severity"]]
+        out.print(f"  [{scol}]{smark}[/] [bold]{f['code']}[/] {escape(f['name'])}: {escape(f['message'])}")
+        if f.get("fix") and f["severity"] != "info":
+            out.print(f"      [bold]fix:[/] {escape(f['fix'])}")
+    t = (r.get("timings") or {}).get("total")
+    out.print(f"\n  [dim]exit {r['exit_code']}{f' · inspected in {t:.2f} s' if t else ''} · dynspec explain CODE for details[/]")
+
+
 def _fact(out: Console, label: str, value: str, raw: bool = False) -> None:
     out.print(f"  [bold]{label:<22}[/] {value if raw else escape(value)}")
 

@@ -1,0 +1,204 @@
+"""Preflight: before launch, from the installed sglang, the env and the flags, which worker
+class will run and whether the patched code is on its path.
+
+Facts come from the inspector (dynspec_cli/inject/inspector.py, run by the server's own python
+on the target host); conclusions come from the knowledge tables (static route) and, when the
+inspector could import sglang, from sglang's own argument resolution (dynamic route)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Optional
+
+from dynspec_cli.knowledge.features import Feature
+from dynspec_cli.knowledge.findings import Finding
+from dynspec_cli.knowledge.sglang import V2_SWITCH_ENV, Knowledge, knowledge
+from dynspec_cli.verdict import workers
+
+INSPECTOR = Path(__file__).resolve().parent.parent / "inject" / "inspector.py"
+EXIT = {"reachable": 0, "dead": 1, "unknown": 3}
+_DEAD = {"DS101", "DS103", "DS107", "DS109", "DS201", "DS202", "DS204", "DS205", "DS208", "DS210"}
+
+
+def flag_values(flags: list[str]) -> dict[str, Any]:
+    """--name value / --name=value / bare --name (True) from an sglang argv tail."""
+    out: dict[str, Any] = {}
+    i = 0
+    while i < len(flags):
+        a = flags[i]
+        if a.startswith("--"):
+            name, eq, val = a.partition("=")
+            if eq:
+                out[name] = val
+            elif i + 1 < len(flags) and not flags[i + 1].startswith("--"):
+                out[name] = flags[i + 1]
+                i += 1
+            else:
+                out[name] = True
+        i += 1
+    return out
+
+
+def inspect(host, python: str, feature: Feature, flags: list[str], env: dict[str, str], *,
+            patch_diff: Optional[str] = None, dynamic: bool = False, sglang_path: Optional[str] = None,
+            timeout: float = 120) -> dict[str, Any]:
+    args = {"marker_literal": feature.marker.literal, "marker_pattern": feature.marker.pattern,
+            "flag": feature.flag.name if feature.flag else None, "flags": flags, "env": env, "dynamic": dynamic}
+    if patch_diff is not None:
+        args["patch_diff"] = patch_diff
+    if sglang_path:
+        args["sglang_path"] = sglang_path
+    res = host.run_python(python, INSPECTOR.read_text(encoding="utf-8"), [json.dumps(args)], timeout=timeout)
+    try:
+        return json.loads(res.stdout)
+    except ValueError:
+        err = res.stderr.decode("utf-8", "replace").strip().splitlines()
+        return {"ok": False, "error": f"{python} did not run the inspector: {err[-1] if err else f'exit {res.exit_code}'}"}
+
+
+def judge(facts: dict[str, Any], feature: Feature, flags: list[str], env: dict[str, str], *,
+          patched: Optional[list[str]] = None, k: Optional[Knowledge] = None) -> dict[str, Any]:
+    k = k or knowledge()
+    findings: list[Finding] = []
+    sg = facts.get("sglang") or {}
+    version = sg.get("version")
+    worker = {"class": None, "module": None, "file": None, "basis": None}
+    patched_out: list[dict] = []
+    overlap = None
+    if not facts.get("ok", False) and not sg.get("found"):
+        findings.append(Finding("DS210", facts.get("error") or "the inspector could not run"))
+        return _result("unknown" if not sg else "dead", facts, version, worker, patched_out, overlap, findings)
+    if not sg.get("found"):
+        findings.append(Finding("DS210", f"{(facts.get('python') or {}).get('executable', 'this python')} cannot import sglang."))
+        return _result("dead", facts, version, worker, patched_out, overlap, findings)
+    # Where the patch is.
+    for h in (facts.get("marker") or {}).get("hits", []):
+        patched_out.append({"file": h.get("file"), "class": h.get("class"), "function": h.get("function"),
+                            "line": h.get("line"), "bases": h.get("bases")})
+    other = (facts.get("marker") or {}).get("hits_in_other_installs") or []
+    if not patched_out and other:
+        findings.append(Finding("DS208", f"the marker is in {other[0].get('file')}, not under {sg.get('package_dir')}."))
+    elif not patched_out and not (facts.get("diff") or {}).get("given"):
+        findings.append(Finding("DS204", f"no file under {sg.get('package_dir')}/srt holds {feature.marker.literal!r}."))
+    for f in facts.get("files") or []:
+        if f.get("syntax_error"):
+            se = f["syntax_error"]
+            findings.append(Finding("DS205", f"{f.get('file')}:{se.get('line')}: {se.get('message') or se.get('msg')}"))
+        if f.get("stale_pyc"):
+            findings.append(Finding("DS207", f"{f.get('file')}: {f['stale_pyc'] if isinstance(f['stale_pyc'], str) else 'bytecode does not match the source'}"))
+    if sg.get("multiple_installs"):
+        dirs = [i.get("package_dir") for i in sg.get("installs", [])]
+        findings.append(Finding("DS206", "importable sglang installs: " + ", ".join(map(str, dirs))))
+    # Flags.
+    fl = facts.get("flags") or {}
+    ff = fl.get("feature_flag") or {}
+    if feature.flag and ff and not ff.get("accepted", True):
+        findings.append(Finding("DS101", f"{feature.flag.name} is not defined by sglang {version} at {sg.get('package_dir')}: server_args.py was not patched."))
+    for uf in fl.get("user_flags") or []:
+        if not uf.get("accepted", True) and uf.get("flag") != (feature.flag.name if feature.flag else None):
+            findings.append(Finding("DS109", f"{uf.get('flag')} is not a flag of sglang {version}."))
+    # Which worker, by the tables (static route).
+    fv = flag_values(flags)
+    classes = list(patched or [])
+    if not classes:
+        classes = [p["class"] for p in patched_out if p.get("class")] or [p.cls for p in feature.patch]
+    algo = k.canonical_algorithm(fv.get("--speculative-algorithm")) if isinstance(fv.get("--speculative-algorithm"), str) else None
+    if version and not k.known(version):
+        findings.append(Finding("DS307", f"sglang {version} is not in dynspec's tables ({k.releases[0]} – {k.releases[-1]})."))
+    elif version and algo is None:
+        findings.append(Finding("DS102", "no --speculative-algorithm: speculative decoding is off, no speculative worker runs."))
+    elif version and algo:
+        topk = _int(fv.get("--speculative-eagle-topk"))
+        user_disable = bool(fv.get("--disable-overlap-schedule"))
+        env_eff = dict(env)
+        sw_flags = {f for f, v in fv.items() if v is True}
+        out = k.resolve_overlap(version, algo, env=env_eff, flags=sw_flags, user_disable=user_disable,
+                                topk=topk, device=fv.get("--device") if isinstance(fv.get("--device"), str) else None)
+        overlap = out.overlap
+        rng = k.overlap_range(version)
+        if out.error:
+            findings.append(Finding("DS107" if "topk" in out.error else "DS303",
+                                    f"sglang {version} will raise at start-up: {out.error}"))
+        if rng is not None and V2_SWITCH_ENV in env and rng.switch.kind in ("removed", "ignored"):
+            findings.append(Finding("DS104", f"{V2_SWITCH_ENV}={env[V2_SWITCH_ENV]} does nothing on sglang {version}."))
+        if rng is not None and rng.switch.overrides_user_disable and user_disable and out.switch_value and overlap:
+            findings.append(Finding("DS105", f"on sglang {version} {V2_SWITCH_ENV}=True turns the overlap scheduler back on."))
+        if out.reason and "topk" in out.reason:
+            findings.append(Finding("DS106", f"sglang {version} falls back to the V1 worker: {out.reason}."))
+        multi = bool(fv.get("--enable-multi-layer-eagle"))
+        choice = k.worker(version, algo, bool(overlap), multi) if overlap is not None else None
+        if choice is not None and choice.cls:
+            mro = k.mro(version, choice.cls)
+            for p in patched_out:  # a patched class dynspec's table does not list: use its bases as written
+                if p.get("class") and p["class"] not in mro and p.get("bases"):
+                    pass
+            file = f"{sg.get('package_dir')}/srt/speculative/{choice.module.replace('.', '/')}.py"
+            worker = {"class": choice.cls, "module": f"sglang.srt.speculative.{choice.module}", "file": file,
+                      "basis": f"static: sglang {version}, {algo}, overlap {'on' if overlap else 'off'}"
+                               f"{' (' + out.warning + ')' if out.warning else ''}; configs/sglang/dispatch.toml",
+                      "mro": mro}
+            mask = k.mask_of(version)
+            for c in classes:
+                if k.class_mask(c) and not k.class_mask(c) & mask:
+                    findings.append(Finding("DS202", f"{c} does not exist in sglang {version}."))
+            if not any(c in mro for c in classes):
+                steps, exceptions = workers.how_to_run(k, mask, [algo], classes)
+                fix = []
+                if steps:
+                    fix.append(f"To run {'/'.join(classes)} on sglang {version}: " + "; ".join(steps) + ".")
+                if exceptions:
+                    fix.append("No setting runs it for " + ", ".join(exceptions) + ".")
+                fix.append(f"Or port the patch to {choice.cls} ({choice.module}.py).")
+                findings.append(Finding("DS201", f"sglang {version} will run {choice.cls}, not {'/'.join(classes)}.", fix=" ".join(fix)))
+        # Threshold reachability.
+        th = _int(fv.get(feature.flag.name)) if feature.flag else None
+        mr = _int(fv.get("--max-running-requests"))
+        reset = k.max_running_reset
+        if mr is None and algo in reset.algorithms and k.mask(reset.versions) & k.mask_of(version):
+            mr = reset.value
+        if th is not None and mr is not None and th >= mr:
+            findings.append(Finding("DS103", f"threshold={th} but max_running_requests will be {mr}: the batch can never exceed it.",
+                                    fix=f"Pass `--max-running-requests {th * 2}` (anything above {th}) or lower the threshold."))
+    # The dynamic route, when it ran.
+    dyn = facts.get("dynamic")
+    if isinstance(dyn, dict) and dyn.get("ok") and dyn.get("worker"):
+        dw = dyn["worker"]
+        dcls = dw.get("class") if isinstance(dw, dict) else str(dw).rsplit(".", 1)[-1]
+        if worker["class"] and dcls and dcls != worker["class"]:
+            findings.append(Finding("DS209", f"static route: {worker['class']}; sglang's own resolution: {dcls}."))
+        if not worker["class"] and dcls:
+            worker.update({"class": dcls, "basis": "dynamic: sglang's own argument resolution and create_worker"})
+    if any(f.code in _DEAD for f in findings):
+        v = "dead"
+    elif worker["class"] and patched_out or worker["class"] and classes and any(c in (worker.get("mro") or []) for c in classes):
+        v = "reachable"
+    else:
+        v = "unknown"
+    return _result(v, facts, version, worker, patched_out, overlap, findings)
+
+
+def _int(v) -> Optional[int]:
+    try:
+        return int(v) if v is not None and v is not True else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _result(verdict, facts, version, worker, patched, overlap, findings) -> dict[str, Any]:
+    sg = facts.get("sglang") or {}
+    findings.sort(key=lambda f: ({"error": 0, "warning": 1, "info": 2}[f.severity], f.code))
+    return {
+        "verdict": verdict, "exit_code": EXIT[verdict], "sglang_version": version,
+        "sglang_path": sg.get("package_dir"), "editable": sg.get("editable"), "worker": worker,
+        "patched": patched, "overlap_schedule": overlap,
+        "findings": [{"code": f.code, "name": f.name, "severity": f.severity, "message": f.message,
+                      "line": f.line, "text": f.text, "fix": f.fix} for f in findings],
+        "timings": facts.get("timings"),
+    }
+
+
+def run(host, python: str, feature: Feature, flags: list[str], env: dict[str, str], *,
+        patched: Optional[list[str]] = None, patch_diff: Optional[str] = None, dynamic: bool = False,
+        sglang_path: Optional[str] = None) -> dict[str, Any]:
+    facts = inspect(host, python, feature, flags, env, patch_diff=patch_diff, dynamic=dynamic, sglang_path=sglang_path)
+    return judge(facts, feature, flags, env, patched=patched)
