@@ -25,7 +25,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-DYNSPEC = [sys.executable, "-m", "dynspec_cli"]
+DYNSPEC = [os.environ.get("DYNSPEC_BENCH_PYTHON", sys.executable), "-m", "dynspec_cli"]
 SEED = ("[2026-02-27 19:49:17] WARNING server_args.py:2386: Overlap scheduler is disabled when spec v2 is off or using "
         "unsupported speculative algorithm. You can set env SGLANG_ENABLE_SPEC_V2=True to enable the experimental overlap scheduler. \n")
 

@@ -15,8 +15,9 @@ from dynspec_cli.verdict.judge import Verdict
 BIG = 256 << 20  # smaller files are simply read whole
 BACK = 8 << 20  # backward search step
 LOOKBEHIND = 256 << 10  # the launcher's warnings come just before its server_args= line
-TAIL = 1 << 20
+TAIL = 128 << 10  # a crash's traceback is at the very end
 HEAD_MAX = 32 << 20
+HEAD_CHUNK = 64 << 10  # small steps, so parsing stops soon after steady state
 STEADY_DECODE_LINES = 200
 NEEDLE = b"server_args="
 
@@ -28,7 +29,7 @@ def rfind_in_file(fh: BinaryIO, size: int, needle: bytes) -> int:
         start = max(0, end - BACK)
         fh.seek(start)
         n = fh.readinto(memoryview(buf)[: end - start + (len(needle) if end < size else 0)])
-        pos = bytes(memoryview(buf)[:n]).rfind(needle) if n else -1
+        pos = buf.rfind(needle, 0, n) if n else -1  # searched in place: no copy of the chunk
         if pos >= 0:
             return start + pos
         end = start
@@ -58,7 +59,7 @@ def judge_big_file(fh: BinaryIO, size: int, feeder: Feeder) -> Verdict:
     head_end = min(size - TAIL, start + HEAD_MAX)
     pos = start
     while pos < head_end:
-        chunk = fh.read(min(CHUNK, size - pos))
+        chunk = fh.read(min(HEAD_CHUNK, size - pos))
         if not chunk:
             break
         feeder.feed(chunk)
