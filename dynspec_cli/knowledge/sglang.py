@@ -10,9 +10,6 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
-from packaging.specifiers import SpecifierSet
-from packaging.version import InvalidVersion, Version
-
 from dynspec_cli.knowledge import tables
 
 V2_SWITCH_ENV = "SGLANG_ENABLE_SPEC_V2"
@@ -42,8 +39,8 @@ class Knowledge:
         rel = tables.load_toml(d / "releases.toml", tables.ReleasesFile)
         self.releases: list[str] = rel.releases
         self.aliases = rel.aliases
-        self._parsed = [Version(r) for r in self.releases]
         self._index = {r: i for i, r in enumerate(self.releases)}
+        self._masks: dict[str, int] = {}
         self.all = (1 << len(self.releases)) - 1
         self.dispatch_ranges = tables.load_toml(d / "dispatch.toml", tables.DispatchFile).range
         ov = tables.load_toml(d / "overlap.toml", tables.OverlapFile)
@@ -53,32 +50,48 @@ class Knowledge:
         self.classes = tables.load_toml(d / "modules.toml", tables.ModulesFile).cls
         self.log_lines = tables.load_toml(d / "log_lines.toml", tables.LogLinesFile).line
         self.warning_by_id = {w.id: w for w in self.warnings}
+        self._precompute()
         for r in self.overlap_ranges:
             for rule in r.rules:
                 if rule.warning and rule.warning not in self.warning_by_id:
                     raise tables.ConfigError(f"overlap.toml: unknown warning id {rule.warning!r}")
 
+    def _precompute(self) -> None:
+        """Masks of every range the tables use, so a cached Knowledge needs no version parsing."""
+        specs = [r.versions for r in self.dispatch_ranges] + [r.versions for r in self.overlap_ranges]
+        specs += [w.versions for w in self.warnings] + [c.versions for c in self.classes]
+        specs += [self.max_running_reset.versions]
+        specs += [v for row in self.log_lines for v in row.versions_by_form.values()]
+        for spec in specs:
+            self.mask(spec)
+
     # --- versions ------------------------------------------------------------------------
-    @functools.lru_cache(maxsize=None)
     def mask(self, spec: str) -> int:
-        s = SpecifierSet(spec)
-        m = 0
-        for i, v in enumerate(self._parsed):
-            if s.contains(v, prereleases=True):
-                m |= 1 << i
+        m = self._masks.get(spec)
+        if m is None:
+            from packaging.specifiers import SpecifierSet
+            from packaging.version import Version
+
+            s = SpecifierSet(spec)
+            m = 0
+            for i, r in enumerate(self.releases):
+                if s.contains(Version(r), prereleases=True):
+                    m |= 1 << i
+            self._masks[spec] = m
         return m
 
-    @functools.lru_cache(maxsize=None)
     def mask_of(self, version: str) -> int:
         """Mask of one release; 0 when the version is not in the table."""
         if version in self._index:
             return 1 << self._index[version]
+        from packaging.version import InvalidVersion, Version
+
         try:
             v = Version(version)
         except InvalidVersion:
             return 0
-        for i, r in enumerate(self._parsed):
-            if r == v:
+        for i, r in enumerate(self.releases):
+            if Version(r) == v:
                 return 1 << i
         return 0
 
@@ -240,4 +253,34 @@ class Knowledge:
 
 @functools.lru_cache(maxsize=1)
 def knowledge() -> Knowledge:
-    return Knowledge()
+    """The tables, loaded and validated once per machine: a pickle keyed by the configs' paths,
+    sizes and mtimes is kept in ~/.cache/dynspec (start-up cost of `dynspec verify`)."""
+    import os
+    import pickle
+
+    d = tables.configs_dir() / "sglang"
+    try:
+        stamp = "|".join(f"{p}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in sorted(d.glob("*.toml")))
+    except OSError:
+        return Knowledge()
+    import hashlib
+
+    key = hashlib.sha256(stamp.encode()).hexdigest()[:16]
+    cache = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "dynspec", f"knowledge-{key}.pickle")
+    try:
+        with open(cache, "rb") as fh:
+            k = pickle.load(fh)
+        if isinstance(k, Knowledge):
+            return k
+    except Exception:  # missing, stale or unreadable: rebuild
+        pass
+    k = Knowledge()
+    try:
+        os.makedirs(os.path.dirname(cache), exist_ok=True)
+        tmp = f"{cache}.{os.getpid()}.tmp"
+        with open(tmp, "wb") as fh:
+            pickle.dump(k, fh, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, cache)
+    except OSError:
+        pass
+    return k
