@@ -19,7 +19,7 @@ HEADLINE = {
 
 
 def console(stderr: bool = False) -> Console:
-    return Console(stderr=stderr, highlight=False, soft_wrap=False)
+    return Console(stderr=stderr, highlight=False, soft_wrap=True)  # never break a command or a path
 
 
 def render_verdict(v: dict[str, Any], out: Console, *, source: str = "") -> None:

@@ -1,0 +1,91 @@
+"""Driving `dynspec launch/watch/stop/status` as a user does, against the GPU-server stand-in
+(tests/standin/fake_sglang_server.py), locally or over the test suite's real sshd."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+STANDIN_DIR = Path(__file__).resolve().parent.parent / "standin"
+DYNSPEC = [sys.executable, "-m", "dynspec_cli"]
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def write_profile(path: Path, name: str, *, host: str = "local", env: dict | None = None, flags: dict | None = None,
+                  log: str | None = None, port: int | None = None, python: str | None = None) -> Path:
+    lines = [f"name = {json.dumps(name)}", f"host = {json.dumps(host)}",
+             f"python = {json.dumps(python or sys.executable)}", 'module = "fake_sglang_server"',
+             f"workdir = {json.dumps(str(STANDIN_DIR))}", f"port = {port or free_port()}",
+             f"log = {json.dumps(log or str(path.parent / (name + '.log')))}", "ready_timeout = 120", "[env]"]
+    env = {"STANDIN_PACE": "0.01", **(env or {})}
+    lines += [f"{k} = {json.dumps(v)}" for k, v in env.items()]
+    lines.append("[flags]")
+    base = {"model-path": "/models/tiny", "tp-size": 2, "speculative-algorithm": "EAGLE3",
+            "speculative-draft-model-path": "/models/draft", "speculative-num-steps": 3,
+            "speculative-eagle-topk": 1, "speculative-num-draft-tokens": 4,
+            "speculative-disable-batch-threshold": 5}
+    base.update(flags or {})
+    lines += [f"{json.dumps(k)} = {json.dumps(v)}" for k, v in base.items() if v is not None]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def dynspec(*args, timeout: float = 180, ssh=None, env=None) -> subprocess.CompletedProcess:
+    extra = []
+    if ssh is not None:
+        extra = ["--ssh-config", str(ssh.ssh_config), "--known-hosts", str(ssh.known_hosts)]
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run(DYNSPEC + list(args) + extra, capture_output=True, text=True, timeout=timeout, env=full_env)
+
+
+def group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # zombies count as gone
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                stat = (p / "stat").read_text()
+            except OSError:
+                continue
+            rest = stat[stat.rfind(")") + 2:].split()
+            if int(rest[2]) == pgid and rest[0] != "Z":
+                return True
+    return False
+
+
+def record(name: str) -> dict:
+    return json.loads((Path.home() / ".dynspec" / "runs" / f"{name}.json").read_text())
+
+
+def wait_for(cond, timeout: float = 30.0, step: float = 0.1) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(step)
+    return False
+
+
+def cleanup(name: str) -> None:
+    try:
+        rec = record(name)
+    except (OSError, ValueError):
+        return
+    if group_alive(rec["pgid"]):
+        os.killpg(rec["pgid"], signal.SIGKILL)
