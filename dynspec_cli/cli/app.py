@@ -3,7 +3,7 @@ fast (`dynspec verify` of a small log is a ~0.1 s affair); sglang is never impor
 from __future__ import annotations
 
 import sys
-from typing import List, Optional
+from typing import Annotated, List, Optional
 
 import typer
 
@@ -117,9 +117,9 @@ def preflight(
     patched_class: Optional[List[str]] = typer.Option(None, "--patched-class"),
     dynamic: bool = typer.Option(False, "--dynamic", help="Also run sglang's own argument resolution on the host (imports sglang: ~5 s)."),
     json_out: bool = typer.Option(False, "--json"),
-    ssh_config: Optional[str] = typer.Option(None, "--ssh-config"),
-    known_hosts: Optional[str] = typer.Option(None, "--known-hosts"),
-    accept_new_host_key: bool = typer.Option(False, "--accept-new-host-key"),
+    ssh_config: SshConfig = None,
+    known_hosts: KnownHosts = None,
+    accept_new_host_key: AcceptNewHostKey = False,
 ) -> None:
     """Before launch: which worker class will run, and whether the patched code is on its path.
     Seconds, no GPU: reads the installed sglang with the server's own python."""
@@ -166,11 +166,11 @@ def preflight(
     raise typer.Exit(result["exit_code"])
 
 
-_SSH_HELP = {
-    "ssh_config": "ssh_config file (default ~/.ssh/config).",
-    "known_hosts": "known_hosts file (default ~/.ssh/known_hosts).",
-    "accept_new": "Accept and remember an unknown host key (like OpenSSH accept-new); a changed key is still refused.",
-}
+# SSH options every host-touching command takes.
+SshConfig = Annotated[Optional[str], typer.Option("--ssh-config", help="ssh_config file (default ~/.ssh/config).")]
+KnownHosts = Annotated[Optional[str], typer.Option("--known-hosts", help="known_hosts file (default ~/.ssh/known_hosts).")]
+AcceptNewHostKey = Annotated[bool, typer.Option(
+    "--accept-new-host-key", help="Accept and remember an unknown host key (like OpenSSH accept-new); a changed key is still refused.")]
 
 
 @app.command(epilog=EXIT_CODES)
@@ -187,9 +187,9 @@ def launch(
     no_preflight: bool = typer.Option(False, "--no-preflight", help="Skip the preflight check before starting."),
     timeout: Optional[float] = typer.Option(None, "--timeout", help="Give up watching after this many seconds (default: the profile's ready_timeout)."),
     json_out: bool = typer.Option(False, "--json"),
-    ssh_config: Optional[str] = typer.Option(None, "--ssh-config", help=_SSH_HELP["ssh_config"]),
-    known_hosts: Optional[str] = typer.Option(None, "--known-hosts", help=_SSH_HELP["known_hosts"]),
-    accept_new_host_key: bool = typer.Option(False, "--accept-new-host-key", help=_SSH_HELP["accept_new"]),
+    ssh_config: SshConfig = None,
+    known_hosts: KnownHosts = None,
+    accept_new_host_key: AcceptNewHostKey = False,
 ) -> None:
     """Start the patched server (detached, locally or over SSH) and watch it: exit the moment the
     verdict is dead or crashed (stopping the server), or when it is live and ready."""
@@ -229,9 +229,9 @@ def watch(
     detach: bool = typer.Option(True, "--detach/--no-detach", help="On Ctrl-C leave the server running (default)."),
     timeout: Optional[float] = typer.Option(None, "--timeout"),
     json_out: bool = typer.Option(False, "--json"),
-    ssh_config: Optional[str] = typer.Option(None, "--ssh-config", help=_SSH_HELP["ssh_config"]),
-    known_hosts: Optional[str] = typer.Option(None, "--known-hosts", help=_SSH_HELP["known_hosts"]),
-    accept_new_host_key: bool = typer.Option(False, "--accept-new-host-key", help=_SSH_HELP["accept_new"]),
+    ssh_config: SshConfig = None,
+    known_hosts: KnownHosts = None,
+    accept_new_host_key: AcceptNewHostKey = False,
 ) -> None:
     """Re-attach to a run (also from another machine) and watch it to its verdict."""
     from dynspec_cli.cli import runs
@@ -252,9 +252,9 @@ def stop(
     name: str = typer.Argument(..., help="Run name."),
     host: str = typer.Option("local", "--host"),
     grace: float = typer.Option(10.0, "--grace", help="Seconds between SIGTERM and SIGKILL."),
-    ssh_config: Optional[str] = typer.Option(None, "--ssh-config", help=_SSH_HELP["ssh_config"]),
-    known_hosts: Optional[str] = typer.Option(None, "--known-hosts", help=_SSH_HELP["known_hosts"]),
-    accept_new_host_key: bool = typer.Option(False, "--accept-new-host-key", help=_SSH_HELP["accept_new"]),
+    ssh_config: SshConfig = None,
+    known_hosts: KnownHosts = None,
+    accept_new_host_key: AcceptNewHostKey = False,
 ) -> None:
     """Stop a run: SIGTERM to its process group, SIGKILL after the grace period, then confirm
     that no process of the group remains."""
@@ -279,9 +279,9 @@ def stop(
 def status(
     host: str = typer.Option("local", "--host"),
     json_out: bool = typer.Option(False, "--json"),
-    ssh_config: Optional[str] = typer.Option(None, "--ssh-config", help=_SSH_HELP["ssh_config"]),
-    known_hosts: Optional[str] = typer.Option(None, "--known-hosts", help=_SSH_HELP["known_hosts"]),
-    accept_new_host_key: bool = typer.Option(False, "--accept-new-host-key", help=_SSH_HELP["accept_new"]),
+    ssh_config: SshConfig = None,
+    known_hosts: KnownHosts = None,
+    accept_new_host_key: AcceptNewHostKey = False,
 ) -> None:
     """Runs on a host: alive or not, the verdict so far, the last log lines."""
     from dynspec_cli.cli import runs
