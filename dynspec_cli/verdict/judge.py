@@ -31,6 +31,33 @@ class Crash:
 
 
 @dataclass
+class ProbeState:
+    """What the in-server probe (DYNSPEC-PROBE lines) reported for one launch."""
+
+    seen: bool = False
+    version: Optional[str] = None
+    version_line: Optional[Line] = None
+    procs: dict[int, dict[str, Any]] = field(default_factory=dict)  # pid -> role, rank, worker, hits
+    unpatched_worker: Optional[tuple[dict, Line]] = None
+    other_file: Optional[tuple[dict, Line]] = None
+    instrumented: bool = False
+    errors: int = 0
+    first_hit: Optional[Line] = None
+
+    def proc(self, ev: dict) -> dict[str, Any]:
+        p = self.procs.setdefault(int(ev.get("pid", 0)), {"pid": ev.get("pid"), "role": None, "rank": None,
+                                                          "worker": None, "hits": 0})
+        if ev.get("role") and ev.get("role") != "other":
+            p["role"] = ev["role"]
+        if ev.get("rank"):
+            p["rank"] = ev["rank"]
+        return p
+
+    def schedulers(self) -> list[dict[str, Any]]:
+        return [p for p in self.procs.values() if p["role"] == "scheduler" or p["worker"]]
+
+
+@dataclass
 class Launch:
     index: int
     first: Line
@@ -64,7 +91,7 @@ class Launch:
     decode_lines: int = 0
     decode_with_accept: int = 0
     last_decode: dict[str, str] = field(default_factory=dict)
-    probes: list[dict] = field(default_factory=list)
+    probe: "ProbeState" = field(default_factory=lambda: ProbeState())
     header: dict[str, Any] = field(default_factory=dict)
     frames: dict[str, Line] = field(default_factory=dict)  # worker module -> first traceback frame in it
     last_line: Optional[Line] = None
@@ -85,6 +112,7 @@ class Verdict:
     findings: list[Finding]
     launch: dict[str, Any]
     missing: list[str] = field(default_factory=list)
+    probe: Optional[dict[str, Any]] = None
 
     @property
     def exit_code(self) -> int:
@@ -110,6 +138,7 @@ class Verdict:
             ],
             "launch": self.launch,
             "missing": self.missing,
+            "probe": self.probe,
         }
 
 
@@ -194,9 +223,43 @@ class Judge:
 
     def _on_probe(self, la: Launch, obs: Observation) -> None:
         try:
-            la.probes.append(json.loads(obs.data["json"]))
+            ev = json.loads(obs.data["json"])
         except (ValueError, TypeError):
-            pass
+            return
+        if not isinstance(ev, dict):
+            return
+        pr = la.probe
+        pr.seen = True
+        p = pr.proc(ev)
+        kind = ev.get("event")
+        if kind == "sglang" and isinstance(ev.get("version"), str):
+            pr.version, pr.version_line = ev["version"], obs.line
+        elif kind == "module":
+            for t in ev.get("targets") or []:
+                if t.get("status") == "instrumented":
+                    pr.instrumented = True
+                elif t.get("status") == "other-file" and pr.other_file is None:
+                    pr.other_file = ({**t, "module_file": ev.get("file")}, obs.line)
+        elif kind == "worker":
+            p["worker"] = {"class": ev.get("class"), "module": ev.get("module"), "file": ev.get("file"),
+                           "mro": ev.get("mro"), "patched_in_mro": ev.get("patched_in_mro")}
+            flags = [x.get("in_mro") for x in ev.get("patched_in_mro") or []]
+            if flags and not any(flags) and pr.unpatched_worker is None:
+                pr.unpatched_worker = (p["worker"], obs.line)
+        elif kind == "hit":
+            p["hits"] += 1
+            pr.first_hit = pr.first_hit or obs.line
+        elif kind == "server_args":
+            args = ev.get("args") or {}
+            if isinstance(args.get("speculative_algorithm"), str) and la.algorithm is None:
+                la.algorithm = self.k.canonical_algorithm(args["speculative_algorithm"])
+                la.algorithm_line = obs.line
+            if isinstance(args.get("disable_overlap_schedule"), bool):
+                la.overlap, la.overlap_line = not args["disable_overlap_schedule"], obs.line
+            if isinstance(args.get("tp_size"), int):
+                la.tp_size = args["tp_size"]
+        elif kind == "error":
+            pr.errors += 1
 
     def _on_traceback(self, la: Launch, obs: Observation) -> None:
         la.in_traceback = True
@@ -304,6 +367,8 @@ class Judge:
                 if la.mask & self.pinned_mask == 0:
                     findings.append(Finding("DS308", f"--sglang-version {self.pinned} contradicts the log, whose lines come from {k.span(la.mask)}.", line=la.version_notes[-1][0].no if la.version_notes else None))
                 mask = self.pinned_mask
+        if self.pinned is None and la.probe.version and k.mask_of(la.probe.version):
+            mask = k.mask_of(la.probe.version)  # the server's own process said which sglang it imported
         if la.conflict is not None:
             findings.append(Finding("DS308", f"this line does not fit the releases the earlier lines point to ({k.span(la.mask)}).", line=la.conflict.no or None, text=la.conflict.text))
         version = k.single(mask) if mask else None
@@ -381,6 +446,8 @@ class Judge:
         elif self.earlier_markers:
             o = self.earlier_markers[-1]
             findings.append(Finding("DS305", f"the marker was logged by an earlier launch (line {o.line.no}), not by launch {la.index}.", line=o.line.no or None, text=o.line.text))
+        # The in-server probe: the strongest evidence there is.
+        probe = self._probe_findings(la, findings, worker)
         # Threshold reachability.
         self._threshold(la, marker, findings)
         # Readiness without the marker.
@@ -397,12 +464,13 @@ class Judge:
                 crashed = True
                 findings.append(Finding("DS303", f"{la.crash.exception}: {la.crash.message[:300]}".rstrip(": "), line=la.crash.line.no or None, text=_clip(la.crash.line.text)))
         # The verdict: dead outranks crashed; `live` needs the marker.
-        dead = any(f.severity == "error" and f.code in ("DS101", "DS102", "DS103", "DS201", "DS202", "DS301") for f in findings)
+        dead = any(f.severity == "error" and f.code in ("DS101", "DS102", "DS103", "DS201", "DS202", "DS301", "DS310", "DS311", "DS312")
+                   for f in findings)
         if dead:
             v = "dead"
         elif crashed:
             v = "crashed"
-        elif la.markers:
+        elif la.markers and (probe is None or probe["proven"]):
             v = "live"
         else:
             v = "inconclusive"
@@ -410,14 +478,17 @@ class Judge:
                 missing.append("the sglang release (no version-specific line yet; pass --sglang-version)")
             if analysis is None or analysis.display is None:
                 missing.append("which worker class runs (the launcher's speculative warnings or the server_args= line)")
-            missing.append(f"the marker ({self.feature.marker.literal!r}) or a ready server")
+            if la.markers and probe is not None and not probe["proven"]:
+                missing.append("the probe's proof that the patched code ran on every scheduler rank")
+            else:
+                missing.append(f"the marker ({self.feature.marker.literal!r}) or a ready server")
             findings.append(Finding("DS304", "missing: " + "; ".join(missing) + "."))
         findings.sort(key=lambda f: ({"error": 0, "warning": 1, "info": 2}[f.severity], f.code))
         return Verdict(
             verdict=v, feature=self.feature.name, sglang_version=version_text,
             speculative_algorithm=algorithm, overlap_schedule=la.overlap, worker=worker,
             server_ready=la.ready is not None, crashed=crashed, crash=crash, marker=marker,
-            findings=findings, missing=missing,
+            findings=findings, missing=missing, probe=probe,
             launch={"index": la.index, "of": len(self.launches), "first_line": la.first.no or None,
                     "first_offset": la.first.offset, "phase": "ready" if la.ready else la.phase,
                     "shards": la.shards, "decode_lines": la.decode_lines,
@@ -434,6 +505,39 @@ class Judge:
                 return la.ready is not None
             return True
         return False
+
+    def _probe_findings(self, la: Launch, findings: list[Finding], worker: dict[str, Any]) -> Optional[dict[str, Any]]:
+        pr = la.probe
+        if not pr.seen:
+            return None
+        ranks = []
+        for p in sorted(pr.procs.values(), key=lambda p: (str(p["rank"]), p["pid"] or 0)):
+            if p["role"] in ("scheduler",) or p["worker"] or p["hits"]:
+                ranks.append({"pid": p["pid"], "role": p["role"], "rank": p["rank"],
+                              "worker": (p["worker"] or {}).get("class"), "hits": p["hits"]})
+        if pr.unpatched_worker is not None:
+            w, line = pr.unpatched_worker
+            findings.append(Finding("DS310", f"process reported {w.get('class')} ({w.get('module')}); MRO {' > '.join(w.get('mro') or [])} holds no patched class.",
+                                    line=line.no or None, text=_clip(line.text)))
+            worker.update({"class": (w.get("class") or "").rsplit(".", 1)[-1] or worker["class"], "module": w.get("module"),
+                           "basis": "probe: the server's own process"})
+        elif any(r["worker"] for r in ranks):
+            w = next(p["worker"] for p in pr.procs.values() if p["worker"])
+            worker.update({"class": (w.get("class") or "").rsplit(".", 1)[-1], "module": w.get("module"),
+                           "basis": "probe: the server's own process"})
+        if pr.other_file is not None:
+            t, line = pr.other_file
+            findings.append(Finding("DS311", f"target {t.get('function') or t.get('target')}: patch in {t.get('file')}, module loaded from {t.get('module_file')}.",
+                                    line=line.no or None, text=_clip(line.text)))
+        scheds = [r for r in ranks if r["role"] == "scheduler" or r["worker"]]
+        without = [r for r in scheds if not r["hits"]]
+        proven = bool(pr.instrumented and scheds and not without) or (not pr.instrumented and bool(la.markers))
+        if not pr.instrumented:
+            findings.append(Finding("DS313", f"no patched target was instrumented ({pr.errors} probe error line(s)); the marker decides."))
+        elif without and la.ready is not None:
+            findings.append(Finding("DS312", "no execution of the patched code on " + ", ".join(
+                f"pid {r['pid']}" + (f" rank {r['rank']}" if r["rank"] else "") for r in without) + "."))
+        return {"proven": proven, "version": pr.version, "ranks": ranks, "instrumented": pr.instrumented, "errors": pr.errors}
 
     def _basis(self, la: Launch, mask: int, a: workers.WorkerAnalysis) -> str:
         k = self.k
