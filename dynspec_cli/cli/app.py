@@ -185,6 +185,7 @@ def launch(
     detach: bool = typer.Option(False, "--detach", help="On Ctrl-C leave the server running (re-attach with dynspec watch NAME)."),
     no_watch: bool = typer.Option(False, "--no-watch", help="Start and return at once."),
     no_preflight: bool = typer.Option(False, "--no-preflight", help="Skip the preflight check before starting."),
+    no_probe: bool = typer.Option(False, "--no-probe", help="Do not inject the in-server probe (the server is left untouched)."),
     timeout: Optional[float] = typer.Option(None, "--timeout", help="Give up watching after this many seconds (default: the profile's ready_timeout)."),
     json_out: bool = typer.Option(False, "--json"),
     ssh_config: SshConfig = None,
@@ -203,10 +204,15 @@ def launch(
         out = _out(json_out)
         target = runs.open_target(prof.host, ssh_config, known_hosts, accept_new_host_key, prof.python)
         with target:
-            version = prof.sglang_version
+            version, pre = prof.sglang_version, None
             if not no_preflight:
-                version = _preflight_gate(target, prof, feature, out, json_out) or version
-            rec = control.start(target, prof, feature, replace=replace, sglang_version=version)
+                pre = _preflight_gate(target, prof, feature, out, json_out)
+                version = pre.get("sglang_version") or version
+            extra = None
+            if not no_probe:
+                targets = control.probe_targets(feature, pre, prof.patched_class or None)
+                extra = control.probe_env_on(target, prof.python, targets, prof.env) if targets else None
+            rec = control.start(target, prof, feature, replace=replace, sglang_version=version, extra_env=extra)
             if not json_out:
                 out.print(f"[bold]started[/] {prof.name} on {target.name}: pid {rec.pid}, log {rec.log}")
                 out.print(f"  [dim]{shown_command(prof.argv(), prof.env)}[/]")
@@ -345,18 +351,20 @@ class _errors:
 
 def _preflight_gate(target, prof, feature, out, json_out):
     """Run preflight before starting; a dead verdict refuses the launch."""
-    try:
-        from dynspec_cli.verdict import preflight
-    except ImportError:
-        return None
+    from dynspec_cli.verdict import preflight
+
     result = preflight.run(target, prof.python, feature, prof.argv()[3:], prof.env, patched=prof.patched_class or None)
     if not json_out:
         from dynspec_cli.report.console import render_preflight
 
         render_preflight(result, out)
     if result["verdict"] == "dead":
+        if json_out:
+            from dynspec_cli.report.jsonout import emit
+
+            emit({"preflight": result, "verdict": "dead", "exit_code": 1})
         raise typer.Exit(1)
-    return result.get("sglang_version")
+    return result
 
 
 def _watch(target, rec, feature, timeout, keep, detach, json_out, out) -> int:

@@ -73,6 +73,46 @@ def health(host: Host, python: str, port: int) -> tuple[bool, str]:
     return text.endswith(" 200"), text
 
 
+def probe_targets(feature: Feature, preflight_result: Optional[dict], patched: list[str] | None) -> list[dict]:
+    """What the in-server probe instruments: where preflight found the patch, else the feature's
+    usual location (module-relative, so it resolves in whatever sglang the server imports)."""
+    found = [p for p in (preflight_result or {}).get("patched") or [] if p.get("file")]
+    if found:
+        return [{"file": p["file"], "class": p.get("class"), "function": p.get("function"),
+                 "lines": [p["line"]] if p.get("line") else []} for p in found]
+    out = []
+    for loc in feature.patch:
+        if patched and loc.cls not in patched:
+            continue
+        out.append({"file": f"sglang/srt/speculative/{loc.module.replace('.', '/')}.py", "class": loc.cls,
+                    "function": loc.function, "lines": []})
+    return out
+
+
+def probe_env_on(host: Host, python: str, targets: list[dict], profile_env: dict[str, str]) -> dict[str, str]:
+    """Put the probe folder on the host (a versioned copy under ~/.dynspec/probe/ for remote hosts)
+    and return the environment additions that inject it."""
+    import hashlib
+
+    from dynspec_cli import probe_setup
+    from dynspec_cli.transport import LocalHost
+
+    if isinstance(host, LocalHost):
+        pdir = str(probe_setup.PROBE_DIR)
+    else:
+        files = probe_setup.probe_files()
+        digest = hashlib.sha256(b"".join(files[n] for n in sorted(files))).hexdigest()[:12]
+        pdir = records.expand(host, f"~/.dynspec/probe/{digest}")
+        host.run(["mkdir", "-p", pdir], check=True, timeout=30)
+        for name, data in files.items():
+            host.write_file(f"{pdir}/{name}", data, mode=0o644)
+    existing = profile_env.get("PYTHONPATH")
+    if existing is None:
+        res = host.run(["sh", "-c", 'printf %s "${PYTHONPATH:-}"'], timeout=30)
+        existing = res.text or None
+    return probe_setup.probe_env(targets, existing_pythonpath=existing, probe_dir=pdir)
+
+
 def start(host: Host, prof: Profile, feature: Feature, *, replace: bool, sglang_version: Optional[str],
           extra_env: dict[str, str] | None = None) -> RunRecord:
     old = records.load(host, prof.name)
@@ -98,7 +138,7 @@ def start(host: Host, prof: Profile, feature: Feature, *, replace: bool, sglang_
     rec = RunRecord(name=prof.name, host=host.name, pid=spawned.pid, pgid=spawned.pgid, argv=redact_argv(argv),
                     env=redact_env(env), log=log, log_offset=offset, port=prof.port, started_at=header["started_at"],
                     feature=feature.name, patched_class=list(prof.patched_class), sglang_version=sglang_version,
-                    python=prof.python, cwd=prof.workdir, probe=bool(extra_env),
+                    python=prof.python, cwd=prof.workdir, probe=bool(extra_env and "DYNSPEC_PROBE" in extra_env),
                     leader_start=records.leader_start(host, spawned.pid))
     records.save(host, rec)
     return rec
