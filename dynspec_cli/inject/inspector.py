@@ -22,12 +22,42 @@ on a command line)::
     hide_accelerators bool dynamic route: CUDA_VISIBLE_DEVICES etc. set to "" so no GPU is touched (default true)
     default_device   str|null  dynamic route: --device added when flags have none (default "cuda")
 
-Output (``schema`` = "dynspec-inspector/1"): ``ok``, ``error``, ``exception_traceback``, ``warnings``,
-``python``, ``sglang`` (version, install, editable, every install on sys.path, build copies),
-``marker`` (hits with file/line/class/function/bases), ``diff`` (files, hunks, scopes of added lines),
-``files`` (every patched file: compiles?, syntax error, stale pyc), ``flags`` (feature flag and user
-flags: defined / accepted by argparse), ``env_defaults``, ``dynamic`` (null unless requested),
-``timings``. Field by field: see the README of dynspec_cli/inject or the tests.
+Output (``schema`` = "dynspec-inspector/1"); paths are absolute, lines 1-based::
+
+    ok, error, exception_traceback, warnings[]         failure is data: ok=false + error (+ traceback)
+    python     executable, version, cache_tag, prefix, in_venv, cwd, sys_path[]
+    input      the arguments as understood (patch_diff replaced by patch_diff_chars)
+    sglang     found, package_dir, origin, version (+ version_source), dist_version, version_py,
+               metadata_version, dist_info, direct_url, in_site_packages, editable, editable_evidence[]
+               {kind: direct_url.json|editable-finder|import-hook|path|egg-link|source-checkout, file},
+               source_root, build_copies[] {path, version_py, on_sys_path},
+               installs[] {package_dir, sys_path_entry, via, version_py, dist_version, active},
+               multiple_installs, modified_since_install {checked, changed[], added[], missing[]}
+               (sizes vs the wheel's RECORD, under sglang/srt); when not found: reason
+    marker     literal, pattern, files_scanned, files_with_literal[], files_with_words[],
+               hits[] {file, line, kind: str|fstring|non-string|syntax-error-file, call, template, text,
+                       class, class_line, bases[] (as written), function, function_line, qualname,
+                       pattern_matches}, hits_in_other_installs[] (only when the active one has none)
+    diff       given, parse_errors[], missing_files[], files[] {diff_path, installed_path, present, new_file,
+               deleted, hunks[] {header, new_start, new_count, added[[a,b]], applied: exact|offset|
+               not-applied|differs|file-missing, offset, scopes[] {lines[a,b], class, function, qualname, ...}}}
+    files[]    every patched file (marker, diff, modified since install, flag's home): file, roles[],
+               compiles, syntax_error {line, col, message, text, where="file:line: message"},
+               pyc[] {path, tag, validation, stale, used_by_this_interpreter, stale_code_runs, ...},
+               stale_pyc, stale_code_runs
+    flags      count, sources[] {file, style: add_argument|annotated-field, count}, errors[],
+               no_cli_fields{}, feature_flag and user_flags[]: {flag, option, defined, accepted,
+               abbreviation_of, ambiguous[], defined_at {file, line, style, class, action}}, options[]
+    env_defaults  {NAME: {present, file, line, raw, kind (e.g. EnvBool), default}}
+    dynamic    null, or {ok, stage, flags[] (as run), env_applied, resolution_api, imported_from,
+               resolved {speculative_algorithm, disable_overlap_schedule, speculative_eagle_topk,
+               speculative_num_steps, speculative_num_draft_tokens, max_running_requests,
+               enable_multi_layer_eagle, device, <flag's field>}, missing_fields[],
+               worker {module, class, placeholder, requested[], file, exists, mro {classes[] {name,
+               module, file, line, bases_as_written[], bases[], methods[], resolved}, method}},
+               log[] {logger, level, message, file, line}, python_warnings[], stderr, notes[],
+               error {stage: import|resolve|worker, type, message, traceback, exit_code}}
+    timings    seconds since start, per stage
 """
 import ast
 import json
@@ -1542,8 +1572,11 @@ def dynamic_route(args, pkg_dir, warnings_out):
                     raise
                 out["error"] = {"stage": out["stage"], "type": type(e).__name__, "message": _clip(str(e)),
                                 "traceback": _clip(traceback.format_exc(), 20000)}
-                if isinstance(e, SystemExit):
-                    out["error"]["message"] = _clip(stderr_buf.getvalue().strip() or str(e))
+                if isinstance(e, SystemExit):  # argparse: the usage text, then "prog: error: ..."
+                    lines = stderr_buf.getvalue().strip().splitlines()
+                    errs = [ln for ln in lines if ": error: " in ln]
+                    out["error"]["exit_code"] = _jsonable(e.code)
+                    out["error"]["message"] = _clip(errs[-1] if errs else (lines[-1] if lines else str(e)))
             for w in wrec[:_MAX_LIST]:
                 out["python_warnings"].append({"category": w.category.__name__, "message": _clip(str(w.message)),
                                                "file": w.filename, "line": w.lineno})

@@ -9,7 +9,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Callable, Mapping, Optional, Sequence, Union
+from typing import Callable, Mapping, Optional, Union
 
 import pytest
 
@@ -139,7 +139,3 @@ def file_entry(doc: dict, path: Union[str, Path]) -> dict:
         if f["file"] == path:
             return f
     raise AssertionError(f"{path} not among checked files: {[f['file'] for f in doc['files']]}")
-
-
-def interpreters() -> Sequence[str]:
-    return [p for p in (sys.executable, PY310, PY312) if os.path.exists(p)]

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from dynspec_cli.knowledge.sglang import knowledge
-from tests.inject.conftest import (FLAG, MARKER, PY38, PY310, PY312, VERSIONS, base_args, clean_env, file_entry,
-                                   hits_in, interpreters, rewrite, run_inspector)
+from tests.inject.conftest import (MARKER, PY38, PY310, PY312, VERSIONS, base_args, clean_env, file_entry, hits_in,
+                                   rewrite, run_inspector)
 from tests.support import sglang_patch
 
 pytestmark = pytest.mark.wheels
