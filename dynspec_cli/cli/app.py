@@ -155,6 +155,13 @@ def preflight(
                 raise UsageError(f"{patch}: cannot read the diff: {e.strerror}")
         with runs.open_target(target_spec, ssh_config, known_hosts, accept_new_host_key, py) as target:
             result = pf.run(target, py, feat, flags, env_map, patched=classes, patch_diff=diff, dynamic=dynamic)
+        if result["patched"]:
+            from dynspec_cli import probe_setup
+            from dynspec_cli.run.control import probe_targets
+
+            # for servers started by hand (the probe folder must exist on that host: dynspec launch copies it)
+            result["probe_command"] = probe_setup.one_liner(
+                probe_targets(feat, result, classes), command=[py, "-m", "sglang.launch_server", *flags])
     if json_out:
         from dynspec_cli.report.jsonout import emit
 
@@ -402,6 +409,10 @@ def _watch(target, rec, feature, timeout, keep, detach, json_out, out) -> int:
     if o.why == "timeout" and o.verdict.verdict == "live":
         return 3
     return o.verdict.exit_code
+
+
+from dynspec_cli.cli import prove_cmds as _prove_cmds  # noqa: E402
+_prove_cmds.register(app)
 
 
 def main() -> None:

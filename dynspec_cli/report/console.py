@@ -91,6 +91,8 @@ def render_preflight(r: dict[str, Any], out: Console) -> None:
         out.print(f"  [{scol}]{smark}[/] [bold]{f['code']}[/] {escape(f['name'])}: {escape(f['message'])}")
         if f.get("fix") and f["severity"] != "info":
             out.print(f"      [bold]fix:[/] {escape(f['fix'])}")
+    if r.get("probe_command") and r["verdict"] == "reachable":
+        out.print(f"\n  [bold]to start it yourself with the in-server probe:[/]\n  {escape(r['probe_command'])}")
     t = (r.get("timings") or {}).get("total")
     out.print(f"\n  [dim]exit {r['exit_code']}{f' · inspected in {t:.2f} s' if t else ''} · dynspec explain CODE for details[/]")
 
