@@ -59,7 +59,7 @@ def test_normalize_and_evidence():
     assert rec.normalize("[2026-12-02 16:02:15] Spec v2 x") == "[ts] Spec v2 x"
     assert rec.normalize("[2026-12-02 16:02:15 TP0] Spec v2 x") == "[TP0] Spec v2 x"
     assert rec.normalize("[2026-12-02 16:02:15] server_args=ServerArgs(model_path='/x', a=1)") == \
-        "[ts] server_args=ServerArgs(m..."
+        "[ts] server_args=ServerArgs..."
     text = "noise\nOverlap scheduler is disabled when spec v2 is off\n[2026-12-02 16:02:15] Spec v1 is used\n" \
            "[2026-12-02 16:02:16] Spec v1 is used\n"
     assert rec.evidence_lines(text) == ["Overlap scheduler is disabled when spec v2 is off", "[ts] Spec v1 is used"]
