@@ -207,7 +207,7 @@ class Judge:
         if imp.algorithms:
             la.algorithms = set(imp.algorithms) if la.algorithms is None else (la.algorithms & set(imp.algorithms)) or la.algorithms
         if imp.overlap is not None:
-            la.overlap, la.overlap_line = imp.overlap, obs.line
+            self._set_overlap(la, imp.overlap, obs.line)
         if imp.multi_layer is not None:
             la.multi_layer = imp.multi_layer
         if imp.max_running_requests is not None and la.max_running is None:
@@ -217,6 +217,12 @@ class Judge:
         if w.level == "error":
             la.crash = la.crash or Crash("ValueError", w.text or obs.line.msg, obs.line, decisive=True)
             la.past_resolution = True
+
+    @staticmethod
+    def _set_overlap(la: Launch, value: bool, line: Line) -> None:
+        """The first line that established the value stays its evidence."""
+        if la.overlap != value or la.overlap_line is None:
+            la.overlap, la.overlap_line = value, line
 
     def _on_marker(self, la: Launch, obs: Observation) -> None:
         la.markers.append(obs)
@@ -255,7 +261,7 @@ class Judge:
                 la.algorithm = self.k.canonical_algorithm(args["speculative_algorithm"])
                 la.algorithm_line = obs.line
             if isinstance(args.get("disable_overlap_schedule"), bool):
-                la.overlap, la.overlap_line = not args["disable_overlap_schedule"], obs.line
+                self._set_overlap(la, not args["disable_overlap_schedule"], obs.line)
             if isinstance(args.get("tp_size"), int):
                 la.tp_size = args["tp_size"]
         elif kind == "error":
@@ -341,7 +347,7 @@ class Judge:
                 la.algorithm = self.k.canonical_algorithm(algo)
                 la.algorithm_line = obs.line
         if isinstance(fields.get("disable_overlap_schedule"), bool):
-            la.overlap, la.overlap_line = not fields["disable_overlap_schedule"], obs.line
+            self._set_overlap(la, not fields["disable_overlap_schedule"], obs.line)
         if isinstance(fields.get("enable_multi_layer_eagle"), bool):
             la.multi_layer = fields["enable_multi_layer_eagle"]
         if isinstance(fields.get("max_running_requests"), int):

@@ -48,7 +48,10 @@ def inspect(host, python: str, feature: Feature, flags: list[str], env: dict[str
         args["patch_diff"] = patch_diff
     if sglang_path:
         args["sglang_path"] = sglang_path
-    res = host.run_python(python, INSPECTOR.read_text(encoding="utf-8"), [json.dumps(args)], timeout=timeout)
+    # the inspector runs with the server's own environment (PYTHONPATH, venv variables, ...)
+    proc_env = {k: v for k, v in env.items() if v is not None}
+    res = host.run_python(python, INSPECTOR.read_text(encoding="utf-8"), [json.dumps(args)], env=proc_env or None,
+                          timeout=timeout)
     try:
         return json.loads(res.stdout)
     except ValueError:
