@@ -520,17 +520,23 @@ def record_sizes(dist_dir, pkg_dir, sizes):
     entry = os.path.dirname(dist_dir)
     if _realpath(os.path.join(entry, "sglang")) != _realpath(pkg_dir):
         return out
-    import csv
-
     recorded = {}
     prefix = entry.rstrip(os.sep) + os.sep
     try:
-        with open(os.path.join(dist_dir, "RECORD"), encoding="utf-8", newline="") as fh:
-            for row in csv.reader(fh):
-                if len(row) >= 3 and row[0].startswith("sglang/srt/") and row[0].endswith(".py") and row[2]:
-                    recorded[prefix + (row[0] if os.sep == "/" else row[0].replace("/", os.sep))] = int(row[2])
-    except (OSError, ValueError):
+        text = _read_bytes(os.path.join(dist_dir, "RECORD")).decode("utf-8", "replace")
+    except OSError:
         return out
+    for line in text.splitlines():
+        if line.startswith("sglang/srt/"):  # path,hash,size (a quoted path would start with '"')
+            parts = line.rsplit(",", 2)
+        elif line.startswith('"sglang/srt/'):
+            import csv
+
+            parts = next(csv.reader([line]))
+        else:
+            continue
+        if len(parts) == 3 and parts[0].endswith(".py") and parts[2].isdigit():
+            recorded[prefix + (parts[0] if os.sep == "/" else parts[0].replace("/", os.sep))] = int(parts[2])
     if not recorded:
         return out
     out["checked"] = True
@@ -639,11 +645,21 @@ _PERCENT_RE = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(?:\d+|\*)?(?:\.\d+)?[diouxXeE
 class _StringFinder(ast.NodeVisitor):
     """Every str constant / f-string (JoinedStr) containing the marker, with the call it is passed to."""
 
-    def __init__(self, src, literal):
+    def __init__(self, src, literal, lines=None):
         self.src = src
         self.literal = literal
+        self.lines = sorted(lines) if lines else None  # only descend into nodes spanning one of these
         self.calls = []
         self.hits = []
+
+    def visit(self, node):
+        if self.lines is not None:
+            start = getattr(node, "lineno", None)
+            if start is not None:
+                end = getattr(node, "end_lineno", None) or start
+                if not any(start <= ln <= end for ln in self.lines):
+                    return None
+        return ast.NodeVisitor.visit(self, node)
 
     def visit_Call(self, node):
         self.visit(node.func)
@@ -698,7 +714,9 @@ def marker_hits_in(src, literal, pattern):
     hits = []
     covered = set()
     if src.tree is not None:
-        finder = _StringFinder(src, literal)
+        # the literal's own lines bound the search, unless it is split (implicit concatenation)
+        direct = _byte_hit_lines(src.data, literal.encode("utf-8"))
+        finder = _StringFinder(src, literal, direct or None)
         finder.visit(src.tree)
         for node, kind, template, sample, call in finder.hits:
             line = _line_of_literal(src, node, literal)
@@ -1488,16 +1506,16 @@ def dynamic_route(args, pkg_dir, warnings_out):
     finder = None
     saved_workers = {}
     try:
-        if args.get("hide_accelerators", True):
-            for k in _ACCELERATOR_VARS:
-                os.environ[k] = ""
-            out["notes"].append("accelerators hidden (%s set to empty): no GPU is touched" % ", ".join(_ACCELERATOR_VARS))
         for k, v in (args.get("env") or {}).items():
             if v is None:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = str(v)
             out["env_applied"][k] = v
+        if args.get("hide_accelerators", True):  # after the user's env: it must not un-hide a GPU
+            for k in _ACCELERATOR_VARS:
+                os.environ[k] = ""
+            out["notes"].append("accelerators hidden (%s set to empty): no GPU is touched" % ", ".join(_ACCELERATOR_VARS))
         sg.addHandler(cap)
         sg.setLevel(logging.DEBUG)
         sg.propagate = False

@@ -462,14 +462,21 @@ def test_input_from_a_file_for_long_diffs(site_copy, tmp_path):
 
 
 def test_static_route_is_fast_on_the_largest_release(site_copy):
+    """Whole `python - args` process on 0.5.23 (2141 files under srt/). CPU time, not wall time: the
+    CI box is shared and a wall-clock bound would measure the neighbours."""
+    import resource
+
     site = site_copy("0.5.23")
     sglang_patch.patch_sglang(site)
     args = base_args(site, flags=["--speculative-eagle-topk", "4", "--speculative-adaptive"])
-    best = 99.0
+    best_cpu = best_wall = 99.0
     for _ in range(5):
+        r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         t = time.perf_counter()
         run = run_inspector(args)
-        best = min(best, time.perf_counter() - t)
+        best_wall = min(best_wall, time.perf_counter() - t)
+        r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        best_cpu = min(best_cpu, r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime)
     assert run.doc["marker"]["hits"] and run.doc["flags"]["feature_flag"]["defined"]
-    # target: well under 0.5 s on an idle machine; the bound leaves room for a loaded CI box
-    assert best < 1.5, f"static route took {best:.2f}s at best ({run.doc['timings']})"
+    # target: well under 0.5 s; 0.40 s CPU measured on a 2-core box at load 7; the bound leaves room
+    assert best_cpu < 1.0, f"static route used {best_cpu:.2f}s CPU at best (wall {best_wall:.2f}s, {run.doc['timings']})"

@@ -63,7 +63,6 @@ def warnings_of(dyn):
 CASES_059 = [
     # (algo, topk, SGLANG_ENABLE_SPEC_V2, disable_overlap_schedule, worker module, class) — cpu-dryrun.md §4
     ("EAGLE3", 4, None, True, "eagle_worker", "EAGLEWorker"),
-    ("EAGLE3", 1, None, True, "eagle_worker", "EAGLEWorker"),
     ("EAGLE3", 1, "True", False, "eagle_worker_v2", "EAGLEWorkerV2"),
     ("STANDALONE", 1, "True", False, "standalone_worker_v2", "StandaloneWorkerV2"),
 ]
