@@ -1,0 +1,226 @@
+"""`dynspec prove` and `dynspec gate`: the feature seen doing its job, and the cheap check a
+benchmark script runs before measuring."""
+from __future__ import annotations
+
+import sys
+from typing import List, Optional
+
+import typer
+
+PROVE_EXIT = ("Exit codes: 0 proven · 1 the feature does not behave as expected (or never speculates) · "
+              "2 bad input · 3 inconclusive (e.g. the running batch never exceeded the threshold) · "
+              "4 the server died during the run · 130 interrupted.")
+GATE_EXIT = ("Exit codes: 0 the receipt says live and proven and the same server process runs the same "
+             "patched files · 1 a check failed (one line says which) · 2 no readable receipt / bad input.")
+
+
+def _fail(msg: str, code: int = 2) -> typer.Exit:
+    sys.stderr.write(f"dynspec: error: {msg}\n")
+    return typer.Exit(code)
+
+
+class _bad_input:
+    """Known failures become one line on stderr and exit 2."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, et, e, tb):
+        if et is None:
+            return False
+        from dynspec_cli.cli.app import UsageError
+        from dynspec_cli.evidence.scan import LogError
+        from dynspec_cli.knowledge.tables import ConfigError
+        from dynspec_cli.prove.plan import PlanError
+        from dynspec_cli.run.control import RunError
+        from dynspec_cli.transport import TransportError
+
+        if issubclass(et, (ConfigError, LogError, UsageError, RunError, TransportError, PlanError)):
+            raise _fail(str(e))
+        return False
+
+
+def prove(
+    name: Optional[str] = typer.Argument(None, help="Run name (as given to dynspec launch); or use --url."),
+    host: str = typer.Option("local", "--host", help="Where the run lives (ssh_config alias, user@host[:port], local)."),
+    url: Optional[str] = typer.Option(None, "--url", help="A server on this machine without a run record (loopback addresses only)."),
+    threshold: Optional[int] = typer.Option(None, "--threshold", help="Default: --speculative-disable-batch-threshold in the run's command line (else the marker, else /server_info)."),
+    steps: str = typer.Option("1,N,N+1,2N", "--steps", help="Client concurrency per step; N is the threshold."),
+    duration: float = typer.Option(20.0, "--duration", help="Seconds of traffic per step."),
+    max_requests: int = typer.Option(1000, "--max-requests", help="Requests per step at most (0: no bound)."),
+    max_new_tokens: int = typer.Option(128, "--max-new-tokens", help="Tokens generated per request (ignore_eos)."),
+    report: Optional[str] = typer.Option(None, "--report", help="Write report.html and prove.json into this directory."),
+    json_out: bool = typer.Option(False, "--json", help="Print the result as one JSON object."),
+    feature: Optional[str] = typer.Option(None, "--feature", help="Feature name or .toml (default: the run's; with --url dynamic-spec-disable)."),
+    log: Optional[str] = typer.Option(None, "--log", help="With --url: the server's log on this machine (Decode batch lines, verdict)."),
+    patched_file: Optional[List[str]] = typer.Option(None, "--patched-file", help="A patched file to hash into the receipt (repeatable; default: the files holding the feature's marker under the imported sglang)."),
+    ssh_config: SshConfig = None,
+    known_hosts: KnownHosts = None,
+    accept_new_host_key: AcceptNewHostKey = False,
+) -> None:
+    """Drive the server at concurrency steps below and above the threshold and show, from its own
+    Decode batch lines, meta_info, /server_info and /metrics, that speculation is on at running
+    batches up to the threshold and off above it. Writes a receipt next to the run record for
+    `dynspec gate`."""
+    from dynspec_cli.cli import runs
+    from dynspec_cli.cli.app import UsageError
+    from dynspec_cli.knowledge.features import load_feature
+    from dynspec_cli.prove import receipt as receipts
+    from dynspec_cli.prove import report as reports
+    from dynspec_cli.prove import session
+    from dynspec_cli.prove.plan import loopback_base
+    from dynspec_cli.report.console import console
+    from dynspec_cli.run import records
+    from dynspec_cli.transport import LocalHost
+
+    out = console(stderr=json_out)
+    with _bad_input():
+        if (name is None) == (url is None):
+            raise UsageError("give a run name or --url (one of them)")
+        if url is not None:
+            if log is not None:
+                import os
+
+                if not os.path.isfile(log):
+                    raise UsageError(f"--log {log}: no such file")
+            host_obj = LocalHost(python=sys.executable)
+            feat = load_feature(feature)
+            target = session.Target(host_obj, sys.executable, loopback_base(url), log=log)
+        else:
+            host_obj = runs.open_target(host, ssh_config, known_hosts, accept_new_host_key)
+            rec = records.load(host_obj, name)
+            if rec is None:
+                raise UsageError(f"no run named {name!r} on {host_obj.name}")
+            feat = load_feature(feature or rec.feature)
+            target = session.Target(host_obj, rec.python or "python3", f"http://127.0.0.1:{rec.port}", rec.log,
+                                    rec.log_offset, rec)
+        with host_obj:
+            try:
+                code = _prove(target, feat, out, json_out, threshold, steps, duration, max_requests, max_new_tokens,
+                              report, patched_file, session, receipts, reports)
+            except KeyboardInterrupt:  # run_python kills the load generator's process group on the way out
+                sys.stderr.write(f"\ndynspec: interrupted: the load was stopped (the load generator on {host_obj.name} "
+                                 f"was killed); no receipt written\n")
+                code = 130
+    raise typer.Exit(code)
+
+
+def _prove(target, feat, out, json_out, threshold, steps, duration, max_requests, max_new_tokens, report,
+           patched_file, session, receipts, reports) -> int:
+    from dynspec_cli.report.jsonout import emit
+
+    if target.record is None and target.log:
+        from dynspec_cli.cli.verify import verify_file
+
+        verdict, probe = verify_file(target.log, feat, None, None).to_json(), None
+    else:
+        verdict, probe = session.fresh_verdict(target, feat)
+    gone = session.gone(target)
+    if gone:
+        sys.stderr.write(f"dynspec: error: {gone}: nothing to prove (run {target.record.name} on {target.host.name})\n")
+        return 4
+    info = session.server_info(target, feat)
+    if info.get("error") and target.record is None:
+        sys.stderr.write(f"dynspec: error: {target.base} does not answer ({info['error']})\n")
+        return 4
+    th, source = session.threshold_of(target, feat, threshold, verdict, info)
+    plan = session.make_plan(th, source, steps, duration, max_requests, max_new_tokens)
+    server = {"version": info.get("version"), "speculative_algorithm": info.get("speculative_algorithm"),
+              "max_running_requests": info.get("max_running_requests"), "server_info_endpoint": info.get("endpoint")}
+    proof = session.Proof(target, feat, plan, verdict, probe, server)
+
+    def on_step(s) -> None:
+        if json_out:
+            return
+        rr = s.running_range
+        out.print(f"  [dim]step {s.index}/{len(plan.steps)}: concurrency {s.concurrency}, {s.requests_ok} requests, "
+                  f"running batch {s.running_mode if rr else 'unknown'}"
+                  f"{f' ({rr[0]}–{rr[1]})' if rr and rr[0] != rr[1] else ''}, speculation {s.speculation} → {s.outcome}[/]")
+
+    if not json_out:
+        out.print(f"[bold]proving[/] {feat.name} on {target.label}: threshold {th} (from {source}), "
+                  f"steps {', '.join(map(str, plan.steps))}, {plan.duration:g} s / ≤{plan.max_requests or '∞'} requests each")
+    session.Prover(target, feat, plan, on_step=on_step).run(proof)
+    doc = proof.to_json()
+    if target.record is not None:
+        if patched_file:
+            files = [(p, "given") for p in patched_file]
+            note = "given with --patched-file"
+        else:
+            paths, note = receipts.find_patched_files(target.host, target.python, feat, target.record.argv)
+            files = [(p, "marker-search") for p in paths]
+        rdoc = receipts.build(target.host, target.record, doc, verdict, probe, files, note)
+        doc["receipt"] = receipts.write(target.host, rdoc)
+        doc["patched_files"] = rdoc["patched_files"]
+    else:
+        doc["receipt"] = None
+    if report:
+        doc["report"] = reports.write_report(doc, report)
+    if json_out:
+        emit(doc)
+    else:
+        reports.render(doc, out)
+        if doc["receipt"]:
+            pf = doc.get("patched_files") or []
+            out.print(f"  receipt: {doc['receipt']} [dim]({len(pf)} patched file(s) hashed"
+                      f"{'' if pf else ' — the gate will refuse it: pass --patched-file PATH'})[/]")
+        else:
+            out.print("  [dim]no receipt: --url has no run record[/]")
+        for p in doc.get("report") or []:
+            out.print(f"  report: {p}")
+    return proof.conclusion.exit_code
+
+
+def gate(
+    receipt: str = typer.Argument(..., help="The receipt (path on --host), or a run name: ~/.dynspec/runs/NAME.receipt.json."),
+    host: str = typer.Option("local", "--host", help="The server's host (where the receipt and the process are)."),
+    max_age: Optional[str] = typer.Option(None, "--max-age", help="Refuse a receipt older than this (90s, 30m, 1h, 2d)."),
+    json_out: bool = typer.Option(False, "--json", help="Print the result as one JSON object."),
+    ssh_config: SshConfig = None,
+    known_hosts: KnownHosts = None,
+    accept_new_host_key: AcceptNewHostKey = False,
+) -> None:
+    """For benchmark scripts: exit 0 only if the receipt says live and proven and the same server
+    process (pid, start time, command line) still runs with the same patched files.
+    `dynspec gate myrun --max-age 1h && python -m sglang.bench_serving ...`"""
+    import json
+
+    from dynspec_cli.cli import runs
+    from dynspec_cli.prove import receipt as receipts
+    from dynspec_cli.prove.plan import parse_age
+    from dynspec_cli.report.jsonout import emit
+
+    with _bad_input():
+        age = parse_age(max_age) if max_age is not None else None
+        with runs.open_target(host, ssh_config, known_hosts, accept_new_host_key) as target:
+            path = receipt
+            if "/" not in receipt and not receipt.endswith(".json"):
+                path = receipts.receipt_path(target, receipt)
+            try:
+                doc = json.loads(target.read_file(path))
+            except FileNotFoundError:
+                raise _fail(f"no receipt at {target.name}:{path} (run dynspec prove first)")
+            except (OSError, ValueError) as e:
+                raise _fail(f"{target.name}:{path}: not a readable receipt ({e})")
+            try:
+                summary = receipts.check(target, doc, max_age=age)
+            except receipts.GateFailed as e:
+                if json_out:
+                    emit({"ok": False, "check": e.check, "message": str(e), "receipt": path})
+                sys.stderr.write(f"dynspec gate: FAILED {e}\n")
+                raise typer.Exit(1)
+    if json_out:
+        emit({"ok": True, "check": None, "message": summary, "receipt": path})
+    else:
+        sys.stdout.write(f"dynspec gate: ok — {summary}\n")
+    raise typer.Exit(0)
+
+
+def register(app: typer.Typer) -> None:
+    """Called by app.py at its end. The SSH options are app's own (one definition for every command);
+    typer reads these string annotations only when the CLI runs, after this import."""
+    global SshConfig, KnownHosts, AcceptNewHostKey
+    from dynspec_cli.cli.app import AcceptNewHostKey, KnownHosts, SshConfig  # noqa: F811
+
+    app.command(epilog=PROVE_EXIT)(prove)
+    app.command(epilog=GATE_EXIT)(gate)

@@ -1,0 +1,132 @@
+"""What one step left behind. Log bytes are read with dynspec's own evidence code (the Feeder's
+line splitting, `lines_of`, the Classifier with the `decode-batch` row of
+configs/sglang/log_lines.toml and the `DYNSPEC-PROBE ` prefix); the load generator's JSON adds
+per-request meta_info, /server_info and /metrics."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from dynspec_cli.evidence.rules import Classifier, Observation
+from dynspec_cli.evidence.scan import Feeder
+from dynspec_cli.knowledge.features import Feature
+from dynspec_cli.knowledge.sglang import knowledge
+
+
+@dataclass
+class Decode:
+    """One `Decode batch` line (or a /metrics sample when there is no log)."""
+
+    running: int
+    accept_len: Optional[float]  # None: the line has no `accept len` (no speculative algorithm)
+    accept_rate: Optional[float] = None
+    source: str = "log"  # log | metrics
+    text: str = ""
+    offset: Optional[int] = None  # byte offset of the line in the log
+    stable: bool = False  # the previous line of the step showed the same running batch
+
+    def to_json(self) -> dict[str, Any]:
+        return {"running": self.running, "accept_len": self.accept_len, "accept_rate": self.accept_rate,
+                "source": self.source, "offset": self.offset, "stable": self.stable}
+
+
+@dataclass
+class LogSlice:
+    decode: list[Decode] = field(default_factory=list)
+    probe_hits: dict[str, Any] = field(default_factory=dict)  # function -> count (int or ">=N")
+    probe_lines: int = 0
+    bytes_read: int = 0
+
+
+class _Collector:
+    """Takes the Judge's place behind a Feeder: keeps decode and probe observations only."""
+
+    def __init__(self, out: LogSlice) -> None:
+        self.out = out
+
+    def feed(self, obs: Observation) -> None:
+        if obs.kind == "landmark" and obs.id == "decode-batch":
+            d = obs.data
+            try:
+                running = int(d["running"])
+            except (KeyError, ValueError):
+                return
+            self.out.decode.append(Decode(running, _float(d.get("accept_len")), _float(d.get("accept_rate")),
+                                          "log", obs.line.text[:400], obs.line.offset))
+        elif obs.kind == "probe":
+            self.out.probe_lines += 1
+            try:
+                doc = json.loads(obs.data["json"])
+            except (ValueError, TypeError):
+                return
+            if isinstance(doc, dict) and doc.get("event") == "hit":
+                fn = str(doc.get("function") or doc.get("target") or "?")
+                count = doc.get("count", doc.get("calls", 1))
+                self.out.probe_hits[fn] = _max_count(self.out.probe_hits.get(fn), count)
+
+
+class LogReader:
+    def __init__(self, feature: Feature) -> None:
+        self.classifier = Classifier(knowledge(), feature)
+
+    def read(self, data: bytes, start: int) -> LogSlice:
+        """Observations in `data`, the log's bytes from offset `start` (a trailing partial line is
+        judged too: the step is over)."""
+        out = LogSlice(bytes_read=len(data))
+        feeder = Feeder(self.classifier, _Collector(out), numbered=False)  # type: ignore[arg-type]
+        feeder.offset = start
+        feeder.feed(data)
+        feeder.flush()
+        mark_stable(out.decode)
+        return out
+
+
+def from_samples(samples: list) -> list[Decode]:
+    """/metrics samples [t, num_running_reqs, spec_accept_length] as decode observations."""
+    out = []
+    for s in samples or []:
+        try:
+            running = int(s[1])
+        except (TypeError, ValueError, IndexError):
+            continue
+        if running <= 0:
+            continue
+        out.append(Decode(running, _float(s[2]) if len(s) > 2 else None, None, "metrics"))
+    mark_stable(out)
+    return out
+
+
+def mark_stable(decode: list[Decode]) -> None:
+    """A line's accept length averages the steps since the previous line, while `#running-req` is
+    the batch at the moment of logging: only a line whose predecessor shows the same batch says
+    what speculation did at that batch."""
+    prev = None
+    for d in decode:
+        d.stable = prev is not None and prev.running == d.running
+        prev = d
+
+
+def _float(v) -> Optional[float]:
+    if v is None:
+        return None
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def _max_count(a, b):
+    def key(x):
+        if isinstance(x, (int, float)):
+            return float(x)
+        if isinstance(x, str) and x.startswith(">="):
+            try:
+                return float(x[2:]) + 0.5
+            except ValueError:
+                return 0.0
+        return 0.0
+
+    if a is None:
+        return b
+    return a if key(a) >= key(b) else b

@@ -1,0 +1,176 @@
+"""The receipt: what `dynspec prove` established about which server process and which patched
+files, written next to the run record on the server's host; and the gate that checks, cheaply,
+that the server a benchmark is about to measure is still that one.
+
+Schema `dynspec-receipt/1` (one JSON object):
+
+    schema, created_at (unix s), created_at_iso, host, run {name, log, log_offset, port, started_at}
+    feature
+    live, proven, outcome, exit_code        the verdict is live / the behaviour is proven
+    verdict {verdict, source, sglang_version, worker {class, module}, marker {found, text, fields}}
+    probe   {lines, hits [{function, count}], verdict (the judge's probe summary: proven, ranks, ...)}
+            or null (no DYNSPEC-PROBE lines)
+    prove   {threshold, threshold_source, steps [{index, concurrency, running_mode, running_range,
+             accept_len, speculation, expected, outcome}], conclusion {outcome, exit_code, message, hint}}
+    profile {argv, env}                     redacted, as in the run record
+    sglang_version, worker_class
+    server  {pid, pgid, leader_start, cmdline_sha256, boot_id, python}
+    patched_files [{path, sha256, source: given|marker-search}], patched_files_note
+"""
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import time
+from typing import Any, Optional
+
+from dynspec_cli.run import records
+from dynspec_cli.run.records import RunRecord
+from dynspec_cli.transport import Host
+
+SCHEMA = "dynspec-receipt/1"
+
+
+def receipt_path(host: Host, name: str) -> str:
+    return f"{records.expand(host, records.RUNS_DIR)}/{name}.receipt.json"
+
+
+def cmdline_sha256(host: Host, pid: int) -> Optional[str]:
+    try:
+        data = host.read_file(f"/proc/{int(pid)}/cmdline")
+    except OSError:
+        return None
+    return hashlib.sha256(data).hexdigest() if data else None
+
+
+def boot_id(host: Host) -> Optional[str]:
+    """The kernel's id of the current boot: a pid and start time only name a process within one boot
+    of one machine."""
+    try:
+        return host.read_file("/proc/sys/kernel/random/boot_id").decode("ascii", "replace").strip() or None
+    except OSError:
+        return None
+
+
+def file_sha256(host: Host, path: str) -> Optional[str]:
+    try:
+        return hashlib.sha256(host.read_file(path)).hexdigest()
+    except OSError:
+        return None
+
+
+def find_patched_files(host: Host, python: str, feature, argv: list[str]) -> tuple[list[str], str]:
+    """The files holding the feature's marker literal under the sglang that `python` imports, by
+    dynspec's inspector (static: sglang is not imported)."""
+    from dynspec_cli.verdict import preflight
+
+    facts = preflight.inspect(host, python, feature, list(argv[3:]), {})
+    hits = (facts.get("marker") or {}).get("hits") or []
+    files = sorted({h["file"] for h in hits if h.get("file")})
+    if files:
+        return files, f"marker {feature.marker.literal!r} found by the inspector under " \
+                      f"{(facts.get('sglang') or {}).get('package_dir')}"
+    if not (facts.get("sglang") or {}).get("found"):
+        why = facts.get("error") or f"{python} on {host.name} cannot import sglang"
+        return [], f"no patched file found ({why}); pass --patched-file PATH"
+    return [], f"no file under the imported sglang holds {feature.marker.literal!r}; pass --patched-file PATH"
+
+
+def build(host: Host, rec: RunRecord, proof_doc: dict[str, Any], verdict: Optional[dict[str, Any]],
+          probe: Optional[dict[str, Any]], files: list[tuple[str, str]], files_note: str) -> dict[str, Any]:
+    now = time.time()
+    concl = proof_doc.get("conclusion") or {}
+    v = verdict or {}
+    return {
+        "schema": SCHEMA,
+        "created_at": now,
+        "created_at_iso": datetime.datetime.fromtimestamp(now, datetime.timezone.utc).isoformat(timespec="seconds"),
+        "host": host.name,
+        "run": {"name": rec.name, "log": rec.log, "log_offset": rec.log_offset, "port": rec.port,
+                "started_at": rec.started_at},
+        "feature": rec.feature,
+        "live": v.get("verdict") == "live",
+        "proven": concl.get("outcome") == "proven",
+        "outcome": concl.get("outcome"),
+        "exit_code": concl.get("exit_code"),
+        "verdict": {"verdict": v.get("verdict"), "source": f"fresh verify of {rec.log} from byte {rec.log_offset}",
+                    "sglang_version": v.get("sglang_version"),
+                    "worker": {"class": (v.get("worker") or {}).get("class"), "module": (v.get("worker") or {}).get("module")},
+                    "marker": {k: (v.get("marker") or {}).get(k) for k in ("found", "text", "fields")}},
+        "probe": probe,
+        "prove": {"threshold": proof_doc.get("threshold"), "threshold_source": proof_doc.get("threshold_source"),
+                  "steps": [{k: s.get(k) for k in ("index", "concurrency", "running_mode", "running_range", "accept_len",
+                                                   "speculation", "expected", "outcome")}
+                            for s in proof_doc.get("steps") or []],
+                  "conclusion": concl},
+        "profile": {"argv": list(rec.argv), "env": dict(rec.env)},
+        "sglang_version": v.get("sglang_version") or (proof_doc.get("server") or {}).get("version"),
+        "worker_class": (v.get("worker") or {}).get("class"),
+        "server": {"pid": rec.pid, "pgid": rec.pgid, "leader_start": rec.leader_start,
+                   "cmdline_sha256": cmdline_sha256(host, rec.pid), "boot_id": boot_id(host),
+                   "python": rec.python},
+        "patched_files": [{"path": p, "sha256": file_sha256(host, p), "source": src} for p, src in files],
+        "patched_files_note": files_note,
+    }
+
+
+def write(host: Host, doc: dict[str, Any]) -> str:
+    path = receipt_path(host, doc["run"]["name"])
+    host.run(["mkdir", "-p", records.expand(host, records.RUNS_DIR)], check=True, timeout=30)
+    host.write_file(path, (json.dumps(doc, indent=2, ensure_ascii=False) + "\n").encode("utf-8"), mode=0o600)
+    return path
+
+
+class GateFailed(Exception):
+    """One failed gate check: `check` names it, the message says what differs."""
+
+    def __init__(self, check: str, message: str) -> None:
+        super().__init__(f"{check}: {message}")
+        self.check = check
+
+
+def check(host: Host, doc: dict[str, Any], *, max_age: Optional[float], now: Optional[float] = None) -> str:
+    """Every gate check, in order; the first that fails raises GateFailed. Returns a summary."""
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+        raise GateFailed("receipt", f"not a dynspec receipt (schema {doc.get('schema') if isinstance(doc, dict) else None!r})")
+    from dynspec_cli.prove.plan import format_age
+
+    name = (doc.get("run") or {}).get("name")
+    if not doc.get("live"):
+        raise GateFailed("live", f"the receipt's verdict is {(doc.get('verdict') or {}).get('verdict')}, not live")
+    if not doc.get("proven"):
+        c = (doc.get("prove") or {}).get("conclusion") or {}
+        raise GateFailed("proven", f"the receipt's prove outcome is {doc.get('outcome')}: {c.get('message')}")
+    age = (now or time.time()) - float(doc.get("created_at") or 0)
+    if max_age is not None and age > max_age:
+        raise GateFailed("age", f"the receipt is {format_age(age)} old (max {format_age(max_age)}); prove again")
+    srv = doc.get("server") or {}
+    pid = srv.get("pid")
+    if srv.get("boot_id") and boot_id(host) != srv.get("boot_id"):
+        raise GateFailed("host", f"{host.name} is not the machine (or boot) the receipt was written on "
+                                 f"({doc.get('host')}): check with --host")
+    if not isinstance(pid, int) or not host.is_alive(pid):
+        raise GateFailed("process", f"the proven server (pid {pid}) is not running on {host.name}: restarted or stopped")
+    if srv.get("leader_start") is None:
+        raise GateFailed("process", f"the receipt holds no start time for pid {pid}, so the process cannot be "
+                                    f"told apart from a later one with the same pid; prove again")
+    start = records.leader_start(host, pid)
+    if start != srv.get("leader_start"):
+        raise GateFailed("process", f"pid {pid} on {host.name} is another process than the proven server "
+                                    f"(start time {start} != {srv.get('leader_start')}): the server restarted")
+    cmd = cmdline_sha256(host, pid)
+    if cmd != srv.get("cmdline_sha256"):
+        raise GateFailed("cmdline", f"the command line of pid {pid} differs from the proven server's")
+    files = doc.get("patched_files") or []
+    if not files:
+        raise GateFailed("patched-files", "the receipt names no patched file (prove with --patched-file PATH)")
+    for f in files:
+        now_sha = file_sha256(host, f.get("path"))
+        if now_sha is None:
+            raise GateFailed("patched-files", f"{f.get('path')} is missing or unreadable on {host.name}")
+        if now_sha != f.get("sha256"):
+            raise GateFailed("patched-files", f"{f.get('path')} changed since it was proven "
+                                              f"(sha256 {now_sha[:12]}… != {str(f.get('sha256'))[:12]}…)")
+    return (f"{name}: live and proven {format_age(age)} ago, same server process (pid {pid}), "
+            f"{len(files)} patched file(s) unchanged")

@@ -1,0 +1,97 @@
+"""Per-step and overall decisions on synthetic observations: the running batch of the Decode batch
+lines decides (not the client concurrency), lines spanning a batch change are not judged, and each
+outcome has its exit code."""
+from dynspec_cli.prove import decision
+from dynspec_cli.prove.decision import Step, conclude, judge_step
+from dynspec_cli.prove.observations import Decode, mark_stable
+
+TH = 5
+
+
+def step(index, concurrency, lines, **kw):
+    ds = [Decode(r, a) for r, a in lines]
+    mark_stable(ds)
+    s = Step(index, concurrency, decode=ds, requests_ok=kw.pop("requests_ok", 10), **kw)
+    judge_step(s, TH, True)
+    return s
+
+
+def proven_steps():
+    return [step(1, 1, [(1, 2.8)] * 5), step(2, 5, [(5, 2.6)] * 5),
+            step(3, 6, [(6, 1.0)] * 5), step(4, 10, [(10, 1.0)] * 5)]
+
+
+def test_behaving_feature_is_proven():
+    c = conclude(proven_steps(), TH, True, verdict="live")
+    assert (c.outcome, c.exit_code) == ("proven", 0)
+    assert "on at running batch 1, 5" in c.message and "off at 6, 10" in c.message
+
+
+def test_running_batch_not_concurrency_decides():
+    # 8 clients, but the server held at most 5 (e.g. max_running_requests): on at 5 is right
+    s = step(1, 8, [(5, 2.7)] * 6)
+    assert s.outcome == "pass" and s.expected == "on" and s.running_mode == 5
+
+
+def test_a_line_spanning_a_batch_change_is_not_judged():
+    # the 6 right after the 5s still averages steps taken at batch 5
+    s = step(3, 6, [(5, 2.7), (5, 2.6), (5, 2.5), (6, 2.2), (6, 1.0), (6, 1.0), (6, 1.0)])
+    g6 = next(g for g in s.groups if g.running == 6)
+    assert g6.lines == 4 and g6.stable == 3 and g6.on is False
+    assert s.outcome == "pass" and s.speculation == "on@5 off@6"
+
+
+def test_speculation_above_threshold_fails():
+    steps = proven_steps()
+    steps[3] = step(4, 10, [(10, 2.4)] * 5)
+    c = conclude(steps, TH, True, verdict="live")
+    assert c.exit_code == 1 and "running batch 10" in c.message and "stayed on" in c.message
+
+
+def test_no_speculation_at_all_is_named():
+    steps = [step(1, 1, [(1, None)] * 4), step(2, 6, [(6, None)] * 4)]
+    c = conclude(steps, TH, True, verdict="dead")
+    assert c.exit_code == 1 and "never turned on" in c.message
+    steps = [step(1, 1, [(1, 1.0)] * 4), step(2, 6, [(6, 1.0)] * 4)]  # accept prob 0: len 1.00
+    assert "never turned on" in conclude(steps, TH, True, verdict="live").message
+
+
+def test_batch_never_above_threshold_is_inconclusive_with_a_hint():
+    steps = [step(1, 1, [(1, 2.8)] * 4), step(2, 6, [(5, 2.7)] * 4)]
+    c = conclude(steps, TH, True, verdict="live")
+    assert c.exit_code == 3 and "never exceeded" in c.message and "largest seen: 5" in c.message
+    assert "concurrency" in c.hint
+    c = conclude(steps, TH, True, verdict="live", max_running=5)
+    assert "--max-running-requests" in c.hint
+
+
+def test_no_step_below_is_inconclusive():
+    c = conclude([step(1, 6, [(6, 1.0)] * 4)], TH, True, verdict="live")
+    assert c.exit_code == 3 and "<= 5" in c.message
+    # a feature that promises nothing below the threshold needs only the upper side
+    s = Step(1, 6, decode=[Decode(6, 1.0), Decode(6, 1.0), Decode(6, 1.0)])
+    mark_stable(s.decode)
+    judge_step(s, TH, False)
+    assert conclude([s], TH, False, verdict="live").exit_code == 0
+
+
+def test_died_outranks_everything_and_verdict_gates_proven():
+    assert conclude(proven_steps(), TH, True, verdict="live", died="gone").exit_code == 4
+    assert conclude(proven_steps(), TH, True, verdict="dead").exit_code == 1
+    c = conclude(proven_steps(), TH, True, verdict="inconclusive")
+    assert c.exit_code == 3 and "not live" in c.message
+
+
+def test_meta_info_only_judges_steps_that_cannot_exceed_the_threshold():
+    below = Step(1, 3, requests_ok=4, tokens_per_verify=2.6)
+    judge_step(below, TH, True)
+    assert below.outcome == "pass" and below.groups[0].source == "meta_info"
+    above = Step(2, 9, requests_ok=4, tokens_per_verify=1.0)
+    judge_step(above, TH, True)
+    assert above.outcome == "inconclusive" and "unknown" in above.note
+    assert conclude([below, above], TH, True, verdict="live").exit_code == 3
+
+
+def test_epsilon_boundary():
+    assert step(1, 1, [(1, 1 + decision.EPS)] * 3).speculation == "off"
+    assert step(1, 1, [(1, 1 + decision.EPS + 0.01)] * 3).speculation == "on"
