@@ -52,6 +52,8 @@ class Knowledge:
         self.warning_by_id = {w.id: w for w in self.warnings}
         self._precompute()
         for r in self.overlap_ranges:
+            if r.switch.warning and r.switch.warning not in self.warning_by_id:
+                raise tables.ConfigError(f"overlap.toml: unknown warning id {r.switch.warning!r}")
             for rule in r.rules:
                 if rule.warning and rule.warning not in self.warning_by_id:
                     raise tables.ConfigError(f"overlap.toml: unknown warning id {rule.warning!r}")
@@ -142,7 +144,7 @@ class Knowledge:
             raw = env.get(sw.name)
             if raw is None:
                 return sw.default
-            low = raw.strip().lower()
+            low = raw.lower()  # like sglang's EnvBool.parse: no stripping
             return True if low in _TRUE else False if low in _FALSE else sw.default
         return None
 

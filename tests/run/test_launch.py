@@ -190,3 +190,32 @@ def test_ssh_unknown_host_key_is_refused(tmp_path, name, ssh_lab):
     r = subprocess.run(DYNSPEC + ["launch", str(prof), "--no-preflight", "--ssh-config", str(ssh_lab.ssh_config),
                                   "--known-hosts", str(empty)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "host key" in r.stderr.lower() and len(r.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.ssh
+def test_ssh_connection_killed_mid_watch_recovers(tmp_path, name, ssh_lab):
+    from tests.support.sshd import private_sshd  # noqa: F401  (fixture used below through request)
+
+    srv = ssh_lab.add_server("private")
+    try:
+        prof = write_profile(tmp_path / "p.toml", name, host="private",
+                             env={"SGLANG_ENABLE_SPEC_V2": "True", "STANDIN_PACE": "0.04"})
+        assert dynspec("launch", str(prof), "--no-preflight", "--no-watch", ssh=ssh_lab).returncode == 0
+        cmd = DYNSPEC + ["watch", name, "--host", "private", "--json", "--ssh-config", str(ssh_lab.ssh_config),
+                         "--known-hosts", str(ssh_lab.known_hosts)]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        killed = 0
+        for _ in range(2):
+            time.sleep(2.0)
+            if proc.poll() is None:
+                killed += len(srv.kill_sessions())
+        out, err = proc.communicate(timeout=180)
+        assert proc.returncode == 0, err[-2000:]
+        doc = json.loads(out)
+        assert doc["verdict"] == "live" and doc["marker"]["ranks"] == ["TP0", "TP1"]
+        assert killed > 0  # the connection really died under the watcher
+        log = Path(record(name)["log"]).read_text()
+        assert log.count("Dynamic speculation disable enabled") == 2  # nothing written twice by the server
+        assert dynspec("stop", name, "--host", "private", ssh=ssh_lab).returncode == 0
+    finally:
+        ssh_lab.remove_server("private")
