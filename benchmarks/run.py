@@ -98,7 +98,7 @@ def bench_small(tmp: Path, repeat: int) -> bool:
     return ok
 
 
-def _latency(cmd: list[str], path: Path, line: str, ready_wait: float = 0.8) -> float:
+def _latency(cmd: list[str], path: Path, line: str, ready_wait: float = 2.5) -> float:
     path.write_text("")
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     time.sleep(ready_wait)
