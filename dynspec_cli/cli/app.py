@@ -413,6 +413,8 @@ def _watch(target, rec, feature, timeout, keep, detach, json_out, out) -> int:
 
 from dynspec_cli.cli import prove_cmds as _prove_cmds  # noqa: E402
 _prove_cmds.register(app)
+from dynspec_cli.cli import group_cmds as _group_cmds  # noqa: E402
+_group_cmds.register(app)
 
 
 def main() -> None:

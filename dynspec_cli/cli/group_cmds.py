@@ -1,0 +1,331 @@
+"""`dynspec group launch/watch/status/stop`: one SGLang server spanning several hosts."""
+from __future__ import annotations
+
+import sys
+from typing import Annotated, List, Optional
+
+import typer
+
+# (not imported from app: app imports this module while it is being built)
+EXIT_CODES = """Exit codes: 0 live · 1 dead (a node's patched code cannot or did not run; preflight mismatch between nodes) · 2 bad input · 3 inconclusive / timeout · 4 crashed (a node crashed or stalled)."""
+SshConfig = Annotated[Optional[str], typer.Option("--ssh-config", help="ssh_config file (default ~/.ssh/config).")]
+KnownHosts = Annotated[Optional[str], typer.Option("--known-hosts", help="known_hosts file (default ~/.ssh/known_hosts).")]
+AcceptNewHostKey = Annotated[bool, typer.Option(
+    "--accept-new-host-key", help="Accept and remember an unknown host key (like OpenSSH accept-new); a changed key is still refused.")]
+
+
+def _errors():
+    from dynspec_cli.cli.app import _errors as e
+
+    return e()
+
+
+def _escape(s: str) -> str:
+    from rich.markup import escape
+
+    return escape(s)
+
+
+def _out(json_out: bool):
+    from dynspec_cli.report.console import console
+
+    return console(stderr=json_out)
+
+group_app = typer.Typer(
+    name="group",
+    help="One SGLang server spanning several hosts (profile with hosts = [...] in node-rank order).\n\n" + EXIT_CODES,
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+
+class _Opener:
+    """Opens (and later closes) every host a command touches, with the same SSH options."""
+
+    def __init__(self, ssh_config, known_hosts, accept_new, python: str = "python3"):
+        self.ssh_config, self.known_hosts, self.accept_new, self.python = ssh_config, known_hosts, accept_new, python
+        self.hosts = []
+
+    def __call__(self, spec: str, python: Optional[str] = None):
+        from dynspec_cli.cli import runs
+
+        h = runs.open_target(spec, self.ssh_config, self.known_hosts, self.accept_new, python or self.python)
+        self.hosts.append(h)
+        return h
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        for h in self.hosts:
+            try:
+                h.close()
+            except Exception:  # noqa: BLE001
+                pass
+
+
+class GroupDisplay:
+    """One live table while watching: a row per node (phase, last evidence, verdict)."""
+
+    def __init__(self, out, group: str, enabled: bool) -> None:
+        import time
+
+        from rich.live import Live
+        from rich.text import Text
+
+        self.out, self.group, self.t0, self.time = out, group, time.monotonic(), time
+        self.live = Live(Text(""), console=out, refresh_per_second=8, transient=True) if enabled else None
+
+    def __enter__(self):
+        if self.live:
+            self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        if self.live:
+            self.live.__exit__(*exc)
+
+    def update(self, states) -> None:
+        if not self.live:
+            return
+        self.live.update(table(states, f"{self.group} {self.time.monotonic() - self.t0:6.1f}s"))
+
+
+def table(states, title: str):
+    from rich.table import Table
+
+    from dynspec_cli.report.console import MARK
+
+    t = Table(title=title, title_justify="left", show_edge=False)
+    for col in ("node", "host", "phase", "verdict", "last evidence"):
+        t.add_column(col, overflow="fold" if col == "last evidence" else None)
+    for s in states:
+        mark, colour = MARK.get(s.verdict, ("?", "yellow"))
+        phase = s.phase + (" (stalled)" if s.stalled else "")
+        t.add_row(str(s.rank), s.host, phase, f"[{colour}]{mark} {s.verdict}[/]", _escape(s.evidence[:160]))
+    return t
+
+
+def _report(out, outcome, group: str, json_out: bool) -> None:
+    if json_out:
+        from dynspec_cli.report.jsonout import emit
+
+        emit(outcome.to_json(group))
+        return
+    from dynspec_cli.report.console import MARK
+
+    out.print(table(outcome.states, group))
+    mark, colour = MARK.get(outcome.verdict, ("?", "yellow"))
+    out.print(f"[{colour}]{mark} {outcome.verdict.upper()}[/] group {group}: {_escape(outcome.message)}")
+    if outcome.stopped:
+        out.print(f"  group stopped ({outcome.verdict}); no process remains on any node")
+    elif outcome.verdict == "live":
+        out.print(f"  the group keeps running (dynspec group stop {group} --host {outcome.states[0].host})")
+
+
+@group_app.command(epilog=EXIT_CODES)
+def launch(
+    profile: str = typer.Argument(..., help="Group profile: a .toml with hosts = [...] (node-rank order)."),
+    env: Optional[List[str]] = typer.Option(None, "--env", help="K=V for every node's environment (repeatable)."),
+    node_env: Optional[List[str]] = typer.Option(None, "--node-env", help="RANK:K=V for one node's environment (repeatable)."),
+    set_: Optional[List[str]] = typer.Option(None, "--set", help="flag=value for sglang on every node (repeatable)."),
+    name: Optional[str] = typer.Option(None, "--name", help="Group name (default: the profile's); nodes are NAME-nRANK."),
+    dist_init_addr: Optional[str] = typer.Option(None, "--dist-init-addr", help="ADDR:PORT of the rendezvous (default: node 0's address as the others reach it, a free port there)."),
+    replace: bool = typer.Option(False, "--replace", help="Stop live runs of the same node names first."),
+    keep: bool = typer.Option(False, "--keep", help="Do not stop the group when a node is dead or crashed."),
+    force: bool = typer.Option(False, "--force", help="Launch although preflight found a mismatch between nodes."),
+    no_preflight: bool = typer.Option(False, "--no-preflight", help="Skip preflight on the nodes."),
+    no_probe: bool = typer.Option(False, "--no-probe", help="Do not inject the in-server probe."),
+    no_watch: bool = typer.Option(False, "--no-watch", help="Start every node and return at once."),
+    detach: bool = typer.Option(False, "--detach", help="On Ctrl-C leave the group running."),
+    timeout: Optional[float] = typer.Option(None, "--timeout", help="Give up watching after this many seconds (default: the profile's ready_timeout)."),
+    stall_timeout: float = typer.Option(120.0, "--stall-timeout", help="A node whose log makes no progress this long before it is live counts as crashed (stalled)."),
+    json_out: bool = typer.Option(False, "--json"),
+    ssh_config: SshConfig = None,
+    known_hosts: KnownHosts = None,
+    accept_new_host_key: AcceptNewHostKey = False,
+) -> None:
+    """Start one server on every host of the profile (--nnodes/--node-rank/--dist-init-addr set),
+    after preflight on each, and watch all nodes: live only when every node is live."""
+    from dynspec_cli.knowledge.features import load_feature
+    from dynspec_cli.run import group as G
+
+    with _errors():
+        if stall_timeout <= 0:
+            raise G.ConfigError("--stall-timeout must be positive")
+        spec = G.load_group(profile, env=env, sets=set_, name=name, node_env=node_env)
+        feature = load_feature(spec.base.feature)
+        out = _out(json_out)
+        with _Opener(ssh_config, known_hosts, accept_new_host_key) as opener:
+            profs = G.node_profiles(spec)
+            targets = [opener(h, p.python) for h, p in zip(spec.hosts, profs)]
+            pre = None
+            if not no_preflight:
+                pre = G.preflight_group(targets, profs, feature)
+                if not json_out:
+                    for r, t in zip(pre["nodes"], targets):
+                        out.print(f"preflight node {targets.index(t)} ({t.name}): {r['verdict']}, sglang "
+                                  f"{r.get('sglang_version') or '?'}, {len(r.get('file_hashes') or {})} patched file(s)")
+                    for f in pre["findings"]:
+                        out.print(f"  [red]✗[/] {f['code']}: {_escape(f['message'])}")
+                if pre["findings"] and not force:
+                    if json_out:
+                        from dynspec_cli.report.jsonout import emit
+
+                        emit({"group": spec.name, "verdict": "dead", "exit_code": 1, "why": "preflight",
+                              "findings": pre["findings"], "preflight": pre["nodes"]})
+                    else:
+                        out.print("launch refused (preflight mismatch); --force launches anyway")
+                    raise typer.Exit(1)
+            nodes, doc = G.start_group(spec, targets, feature, replace=replace, dist_init_addr=dist_init_addr,
+                                       preflight_result=pre, probe=not no_probe)
+            if not json_out:
+                out.print(f"[bold]started[/] group {spec.name}: {len(nodes)} nodes, dist-init-addr {doc['dist_init_addr']}")
+                for n in nodes:
+                    out.print(f"  node {n.rank} {n.host.name}: {n.rec.name} pid {n.rec.pid}, log {n.rec.log}")
+            if no_watch:
+                if json_out:
+                    from dynspec_cli.report.jsonout import emit
+
+                    emit({"group": doc})
+                raise typer.Exit(0)
+            code = _watch(nodes, spec.name, feature, timeout or spec.base.ready_timeout, stall_timeout, keep, detach,
+                          json_out, out)
+    raise typer.Exit(code)
+
+
+def _watch(nodes, group, feature, timeout, stall_timeout, keep, detach, json_out, out) -> int:
+    from dynspec_cli.run import group as G
+
+    display = GroupDisplay(out, group, enabled=not json_out and out.is_terminal)
+    try:
+        with display:
+            outcome = G.watch_group(nodes, feature, timeout=timeout, stall_timeout=stall_timeout, keep=keep,
+                                    on_change=display.update)
+    except KeyboardInterrupt:
+        if detach:
+            out.print(f"\ndetached: group {group} keeps running; re-attach with: dynspec group watch {group} "
+                      f"--host {nodes[0].host.name}")
+            return 130
+        gone = G.stop_nodes(nodes)
+        out.print(f"\ninterrupted: stopped group {group}; "
+                  f"{'no process remains on any node' if gone else 'some processes survived'}")
+        return 130
+    _report(out, outcome, group, json_out)
+    return outcome.exit_code
+
+
+def _load(opener, group: str, host: Optional[str]):
+    from dynspec_cli.cli.app import UsageError
+    from dynspec_cli.run import group as G
+
+    where = opener(host or "local")
+    doc = G.load_group_record(where, group)
+    if doc is None:
+        raise UsageError(f"no group named {group!r} on {where.name}" + ("" if host else " (give node 0 with --host)"))
+    return doc
+
+
+@group_app.command("watch", epilog=EXIT_CODES)
+def watch_cmd(
+    group: str = typer.Argument(..., help="Group name."),
+    host: Optional[str] = typer.Option(None, "--host", help="Node 0 (where the group record is); default: the copy on this machine."),
+    keep: bool = typer.Option(False, "--keep"),
+    detach: bool = typer.Option(True, "--detach/--no-detach", help="On Ctrl-C leave the group running (default)."),
+    timeout: Optional[float] = typer.Option(None, "--timeout"),
+    stall_timeout: float = typer.Option(120.0, "--stall-timeout"),
+    json_out: bool = typer.Option(False, "--json"),
+    ssh_config: SshConfig = None,
+    known_hosts: KnownHosts = None,
+    accept_new_host_key: AcceptNewHostKey = False,
+) -> None:
+    """Re-attach to a group and watch every node to the group's verdict."""
+    from dynspec_cli.knowledge.features import load_feature
+    from dynspec_cli.run import group as G
+
+    with _errors():
+        out = _out(json_out)
+        with _Opener(ssh_config, known_hosts, accept_new_host_key) as opener:
+            doc = _load(opener, group, host)
+            nodes = G.attach(doc, opener)
+            code = _watch(nodes, group, load_feature(doc["feature"]), timeout, stall_timeout, keep, detach, json_out, out)
+    raise typer.Exit(code)
+
+
+@group_app.command("status", epilog=EXIT_CODES)
+def status_cmd(
+    group: str = typer.Argument(..., help="Group name."),
+    host: Optional[str] = typer.Option(None, "--host", help="Node 0 (where the group record is)."),
+    json_out: bool = typer.Option(False, "--json"),
+    ssh_config: SshConfig = None,
+    known_hosts: KnownHosts = None,
+    accept_new_host_key: AcceptNewHostKey = False,
+) -> None:
+    """Every node of a group: alive or not, its verdict so far, its last log lines."""
+    from dynspec_cli.knowledge.features import load_feature
+    from dynspec_cli.run import group as G
+    from dynspec_cli.run import records
+
+    with _errors():
+        with _Opener(ssh_config, known_hosts, accept_new_host_key) as opener:
+            doc = _load(opener, group, host)
+            rows = []
+            for m in sorted(doc["members"], key=lambda m: m["rank"]):
+                h = opener(m["host"], m.get("python"))
+                rec = records.load(h, m["name"])
+                row = G.node_status(h, rec, load_feature) if rec is not None else {
+                    "name": m["name"], "alive": False, "verdict": None, "last_lines": ["(no run record)"]}
+                rows.append({"rank": m["rank"], **row, "host": m["host"]})
+    verdicts = [r["verdict"] for r in rows]
+    if all(v == "live" for v in verdicts):
+        gv = "live"
+    elif "dead" in verdicts:
+        gv = "dead"
+    elif "crashed" in verdicts:
+        gv = "crashed"
+    else:
+        gv = "inconclusive"
+    if json_out:
+        from dynspec_cli.report.jsonout import emit
+
+        emit({"group": group, "verdict": gv, "dist_init_addr": doc.get("dist_init_addr"), "nodes": rows})
+        return
+    out = _out(False)
+    out.print(f"group {group}: {len(rows)} nodes, verdict {gv}, dist-init-addr {doc.get('dist_init_addr')}")
+    for r in rows:
+        out.print(f"  node {r['rank']} {r['host']}: {r['name']} {'alive' if r['alive'] else 'stopped'} "
+                  f"verdict {r['verdict'] or 'unknown'}")
+        for ln in r.get("last_lines") or []:
+            out.print(f"      [dim]{_escape(ln[:200])}[/]")
+
+
+@group_app.command("stop", epilog=EXIT_CODES)
+def stop_cmd(
+    group: str = typer.Argument(..., help="Group name."),
+    host: Optional[str] = typer.Option(None, "--host", help="Node 0 (where the group record is)."),
+    grace: float = typer.Option(10.0, "--grace", help="Seconds between SIGTERM and SIGKILL."),
+    ssh_config: SshConfig = None,
+    known_hosts: KnownHosts = None,
+    accept_new_host_key: AcceptNewHostKey = False,
+) -> None:
+    """Stop every node of a group, then confirm that no process of it remains on any host."""
+    from dynspec_cli.run import group as G
+
+    with _errors():
+        with _Opener(ssh_config, known_hosts, accept_new_host_key) as opener:
+            doc = _load(opener, group, host)
+            nodes = G.attach(doc, opener)
+            gone = G.stop_nodes(nodes, grace=grace)
+            left = [n for n in nodes if n.host.group_alive(n.rec.pgid)]
+    out = _out(False)
+    if not gone or left:
+        where = ", ".join(f"node {n.rank} ({n.host.name}) group {n.rec.pgid}" for n in left) or "?"
+        sys.stderr.write(f"dynspec: error: processes of group {group!r} survived SIGKILL: {where}\n")
+        raise typer.Exit(1)
+    out.print(f"stopped: group {group} ({len(nodes)} nodes); no process remains on any host")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(group_app, name="group")

@@ -1,0 +1,724 @@
+"""One SGLang server spanning several hosts (`dynspec group ...`).
+
+A group profile is an ordinary profile with `hosts = [...]` (node-rank order) instead of `host`,
+an optional `dist_init_port` (0 or absent: a free port chosen on node 0) and optional per-node
+overrides `[nodes.RANK]` (or `[nodes."HOST"]`) holding any of `env` (merged), `flags` (merged),
+`python`, `workdir`. Each node becomes an ordinary `Profile` named `<group>-n<rank>` with
+`--nnodes`, `--node-rank` and `--dist-init-addr` added, started with `control.start` (its own run
+record on its own host) and tied to the others by a group record `~/.dynspec/runs/<group>.group.json`
+on node 0 (and a copy on the machine running dynspec).
+
+Watching: one judging loop per node (threads), each following its node's log; the group is `live`
+only when every node is live (node 0 also ready and healthy), `dead`/`crashed` as soon as any node
+is (the whole group is then stopped unless --keep), and a node whose log makes no progress for
+`stall_timeout` seconds before it is live counts as crashed ("stalled in <phase> on node N")."""
+from __future__ import annotations
+
+import ipaddress
+import json
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import msgspec
+
+from dynspec_cli.knowledge.tables import ConfigError
+from dynspec_cli.run import control, records
+from dynspec_cli.run.control import RunError
+from dynspec_cli.run.profiles import Profile, load_profile
+from dynspec_cli.transport import Host, TransportError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+GROUP_KEYS = ("hosts", "dist_init_port", "nodes")
+NODE_KEYS = ("env", "flags", "python", "workdir")
+RANK_FLAGS = ("node-rank", "--node-rank")
+GROUP_FLAGS = ("nnodes", "node-rank", "dist-init-addr")
+PHASE_WORDS = {"args": "argument resolution", "distributed": "distributed init", "weights": "weight loading",
+               "kv-cache": "KV-cache allocation", "cuda-graph": "CUDA graph capture", "draft": "draft model loading",
+               "ready": "readiness", "serving": "serving"}
+
+FREE_PORT = r"""
+import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+s.bind(("0.0.0.0", 0))
+print(s.getsockname()[1])
+s.close()
+"""
+
+SOURCE_ADDR = r"""
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+try:
+    s.connect((sys.argv[1], 9))
+    print(s.getsockname()[0])
+except OSError:
+    print("")
+"""
+
+HASH_FILES = r"""
+import hashlib, json, sys
+out = {}
+for p in json.loads(sys.argv[1]):
+    try:
+        with open(p, "rb") as f:
+            out[p] = hashlib.sha256(f.read()).hexdigest()
+    except OSError as e:
+        out[p] = "unreadable: %s" % e.strerror
+print(json.dumps(out))
+"""
+
+
+# --------------------------------------------------------------------------------------------------
+# the group profile
+
+
+@dataclass
+class GroupSpec:
+    name: str
+    hosts: list[str]
+    base: Profile  # the shared profile (host = hosts[0])
+    dist_init_port: int = 0
+    nodes: dict[str, dict[str, Any]] = field(default_factory=dict)  # "rank" or host -> overrides
+    source: str = ""
+
+    def node_overrides(self, rank: int) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key in (self.hosts[rank], str(rank)):
+            for k, v in (self.nodes.get(key) or {}).items():
+                if isinstance(v, dict):
+                    out[k] = {**out.get(k, {}), **v}
+                else:
+                    out[k] = v
+        return out
+
+
+def _profile_path(ref: str) -> Path:
+    p = Path(ref)
+    if p.suffix == ".toml" or p.exists():
+        return p
+    from dynspec_cli.knowledge.tables import configs_dir
+
+    bundled = configs_dir() / "profiles" / f"{ref}.toml"
+    if not bundled.exists():
+        raise ConfigError(f"profile {ref!r} not found (give a path to a .toml file)")
+    return bundled
+
+
+def load_group(ref: str, *, env: list[str] | None = None, sets: list[str] | None = None, name: str | None = None,
+               hosts: list[str] | None = None, node_env: list[str] | None = None) -> GroupSpec:
+    """Read a group profile: pop `hosts`, `dist_init_port`, `nodes`; the rest is a `Profile`."""
+    from dynspec_cli.run.profiles import with_overrides
+
+    path = _profile_path(ref)
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: file not found") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{path}: cannot read: {e}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: invalid TOML: {e}") from None
+    host_list = hosts or raw.pop("hosts", None)
+    raw.pop("hosts", None)
+    port = raw.pop("dist_init_port", 0)
+    nodes = raw.pop("nodes", {}) or {}
+    if host_list is None:
+        host_list = [raw.get("host", "local")]
+    if not isinstance(host_list, list) or not host_list or not all(isinstance(h, str) and h for h in host_list):
+        raise ConfigError(f"{path}: hosts must be a non-empty list of host names (node-rank order)")
+    if not isinstance(port, int) or not 0 <= port <= 65535:
+        raise ConfigError(f"{path}: dist_init_port must be a TCP port (0: chosen on node 0)")
+    if not isinstance(nodes, dict):
+        raise ConfigError(f"{path}: [nodes] must be a table of per-node tables")
+    for key, ov in nodes.items():
+        if not isinstance(ov, dict) or set(ov) - set(NODE_KEYS):
+            raise ConfigError(f"{path}: [nodes.{key}] may hold only {', '.join(NODE_KEYS)}")
+        if key not in host_list and not (key.isdigit() and int(key) < len(host_list)):
+            raise ConfigError(f"{path}: [nodes.{key}] names neither a host of `hosts` nor a node rank")
+    for k in GROUP_FLAGS:
+        for fk in (k, f"--{k}"):
+            if fk in (raw.get("flags") or {}):
+                raise ConfigError(f"{path}: flags.{fk} is set by dynspec group (remove it)")
+    raw["host"] = host_list[0]
+    try:
+        prof = msgspec.convert(raw, Profile, strict=True)
+    except (msgspec.ValidationError, ValueError) as e:
+        raise ConfigError(f"{path}: {e}") from None
+    prof.source = str(path)
+    prof = with_overrides(prof, env=env, sets=sets, name=name)
+    for item in node_env or []:
+        where, colon, kv = item.partition(":")
+        k, eq, v = kv.partition("=")
+        if not colon or not eq or not k:
+            raise ConfigError(f"--node-env {item!r}: expected RANK:NAME=VALUE")
+        nodes.setdefault(where, {}).setdefault("env", {})[k] = v
+    return GroupSpec(name=prof.name, hosts=list(host_list), base=prof, dist_init_port=port, nodes=nodes,
+                     source=str(path))
+
+
+def node_profile(spec: GroupSpec, rank: int, dist_init_addr: str) -> Profile:
+    ov = spec.node_overrides(rank)
+    base = spec.base
+    flags = {**base.flags, **(ov.get("flags") or {})}
+    flags.update({"nnodes": len(spec.hosts), "node-rank": rank, "dist-init-addr": dist_init_addr})
+    try:
+        return msgspec.structs.replace(
+            base, host=spec.hosts[rank], name=f"{spec.name}-n{rank}", flags=flags,
+            env={**base.env, **(ov.get("env") or {})}, python=ov.get("python", base.python),
+            workdir=ov.get("workdir", base.workdir))
+    except ValueError as e:
+        raise ConfigError(f"{spec.source}: node {rank}: {e}") from None
+
+
+# --------------------------------------------------------------------------------------------------
+# addresses and ports
+
+
+def ssh_hostname(host: Host) -> Optional[str]:
+    """The address dynspec reaches an SSH host at (ssh_config HostName), None for the local host."""
+    opts = getattr(host, "_options", None)
+    if opts is None:
+        return None
+    from dynspec_cli.transport import sshconnect
+
+    cfg = sshconnect.load_config(opts.ssh_config_path)
+    return sshconnect.resolve(opts.destination, cfg, opts).hostname
+
+
+def _loopback(addr: Optional[str]) -> bool:
+    if addr is None:
+        return True
+    if addr == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(addr.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def node0_address(hosts: list[Host], python: str) -> str:
+    """Node 0's address as the other nodes reach it: its ssh_config HostName when that is not a
+    loopback address; else the source address node 0 uses towards another node; else 127.0.0.1
+    (every node on this machine)."""
+    h0 = ssh_hostname(hosts[0])
+    if not _loopback(h0):
+        return h0
+    for other in hosts[1:]:
+        addr = ssh_hostname(other)
+        if _loopback(addr):
+            continue
+        res = hosts[0].run_python(python, SOURCE_ADDR, [addr], timeout=30)
+        src = res.text.strip()
+        if src:
+            return src
+    return "127.0.0.1"
+
+
+def free_port_on(host: Host, python: str) -> int:
+    res = host.run_python(python, FREE_PORT, timeout=30, check=True)
+    return int(res.text.strip())
+
+
+def _fmt_addr(addr: str, port: int) -> str:
+    return f"[{addr}]:{port}" if ":" in addr and not addr.startswith("[") else f"{addr}:{port}"
+
+
+# --------------------------------------------------------------------------------------------------
+# preflight across hosts
+
+
+def hash_files(host: Host, python: str, files: list[str]) -> dict[str, str]:
+    if not files:
+        return {}
+    res = host.run_python(python, HASH_FILES, [json.dumps(files)], timeout=60)
+    try:
+        return json.loads(res.stdout)
+    except ValueError:
+        return {f: "unreadable" for f in files}
+
+
+def _relative(path: str, root: Optional[str]) -> str:
+    if root and path.startswith(root.rstrip("/") + "/"):
+        return "sglang/" + path[len(root.rstrip("/")) + 1:]
+    return path
+
+
+def compare_nodes(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Findings from the per-node preflight facts: every node must run the same sglang release,
+    the same patched files (by sha256, keyed by path inside the sglang package) and the same flags
+    apart from --node-rank. Each node dict: rank, host, version, hashes {relpath: sha256}, flags."""
+    out: list[dict[str, Any]] = []
+    if not nodes:
+        return out
+    ref = nodes[0]
+    for n in nodes[1:]:
+        if n.get("version") != ref.get("version"):
+            out.append({"code": "group-version-mismatch", "severity": "error", "rank": n["rank"], "host": n["host"],
+                        "message": f"node {n['rank']} ({n['host']}) has sglang {n.get('version') or 'unknown'}, "
+                                   f"node 0 ({ref['host']}) has {ref.get('version') or 'unknown'}"})
+        a, b = ref.get("hashes") or {}, n.get("hashes") or {}
+        for rel in sorted(set(a) | set(b)):
+            if a.get(rel) != b.get(rel):
+                if rel not in b:
+                    what = "has no patched file there (no marker)"
+                elif rel not in a:
+                    what = "has a patched file that node 0 lacks"
+                else:
+                    what = f"differs (sha256 {b[rel][:12]} vs node 0's {a[rel][:12]})"
+                out.append({"code": "group-patch-mismatch", "severity": "error", "rank": n["rank"], "host": n["host"],
+                            "file": rel, "message": f"{rel} on node {n['rank']} ({n['host']}) {what}"})
+        fa = [x for x in _flags_without_rank(ref.get("flags") or [])]
+        fb = [x for x in _flags_without_rank(n.get("flags") or [])]
+        if fa != fb:
+            out.append({"code": "group-flags-mismatch", "severity": "error", "rank": n["rank"], "host": n["host"],
+                        "message": f"node {n['rank']} ({n['host']}) runs other server flags than node 0: "
+                                   f"{' '.join(sorted(set(fb) ^ set(fa)))[:300]}"})
+    return out
+
+
+def _flags_without_rank(flags: list[str]) -> list[str]:
+    out, skip = [], False
+    for x in flags:
+        if skip:
+            skip = False
+            continue
+        if x == "--node-rank":
+            skip = True
+            continue
+        if x.startswith("--node-rank="):
+            continue
+        out.append(x)
+    return out
+
+
+def preflight_group(targets: list[Host], profs: list[Profile], feature) -> dict[str, Any]:
+    """preflight.run on every node (concurrently), then the cross-node comparison."""
+    from dynspec_cli.verdict import preflight
+
+    results: list[Optional[dict]] = [None] * len(targets)
+    errors: list[Optional[BaseException]] = [None] * len(targets)
+
+    def one(i: int) -> None:
+        try:
+            prof = profs[i]
+            r = preflight.run(targets[i], prof.python, feature, prof.argv()[3:], prof.env,
+                              patched=prof.patched_class or None)
+            files = [p["file"] for p in r.get("patched") or [] if p.get("file")]
+            hashes = hash_files(targets[i], prof.python, sorted(set(files)))
+            r["file_hashes"] = {_relative(f, r.get("sglang_path")): h for f, h in hashes.items()}
+            results[i] = r
+        except BaseException as e:  # noqa: BLE001 - re-raised below in the caller's thread
+            errors[i] = e
+
+    threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(len(targets))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for e in errors:
+        if e is not None:
+            raise e
+    nodes = [{"rank": i, "host": targets[i].name, "version": r.get("sglang_version"), "hashes": r.get("file_hashes"),
+              "flags": profs[i].argv()[3:], "verdict": r["verdict"]} for i, r in enumerate(results)]
+    findings = compare_nodes(nodes)
+    for n, r in zip(nodes, results):
+        if r["verdict"] == "dead":
+            first = next((f for f in r["findings"] if f["severity"] == "error"), None)
+            findings.insert(0, {"code": "node-preflight-dead", "severity": "error", "rank": n["rank"], "host": n["host"],
+                                "message": f"preflight on node {n['rank']} ({n['host']}) is dead"
+                                           + (f": {first['code']} {first['message']}" if first else "")})
+    return {"nodes": results, "findings": findings, "ok": not findings,
+            "sglang_version": results[0].get("sglang_version") if results else None}
+
+
+# --------------------------------------------------------------------------------------------------
+# records
+
+
+def group_record_path(host: Host, group: str) -> str:
+    return f"{records.expand(host, records.RUNS_DIR)}/{group}.group.json"
+
+
+def save_group(host: Host, doc: dict[str, Any]) -> None:
+    host.run(["mkdir", "-p", records.expand(host, records.RUNS_DIR)], check=True, timeout=30)
+    host.write_file(group_record_path(host, doc["group"]), json.dumps(doc, indent=1).encode(), mode=0o600)
+
+
+def save_group_everywhere(node0: Host, doc: dict[str, Any]) -> None:
+    """On node 0 (the record of truth) and a copy here, so `group status NAME` works without --host."""
+    save_group(node0, doc)
+    from dynspec_cli.transport import LocalHost
+
+    if not isinstance(node0, LocalHost):
+        try:
+            save_group(LocalHost(), doc)
+        except (OSError, TransportError):
+            pass
+
+
+def load_group_record(host: Host, group: str) -> Optional[dict[str, Any]]:
+    try:
+        data = host.read_file(group_record_path(host, group))
+    except FileNotFoundError:
+        return None
+    try:
+        doc = json.loads(data)
+    except ValueError:
+        return None
+    return doc if isinstance(doc, dict) and doc.get("members") else None
+
+
+# --------------------------------------------------------------------------------------------------
+# starting
+
+
+@dataclass
+class Node:
+    rank: int
+    host: Host
+    prof: Profile
+    rec: Optional[records.RunRecord] = None
+
+
+def start_group(spec: GroupSpec, targets: list[Host], feature, *, replace: bool,
+                dist_init_addr: Optional[str] = None, preflight_result: Optional[dict] = None,
+                probe: bool = True) -> tuple[list[Node], dict[str, Any]]:
+    """Pick the rendezvous address, build each node's profile and start every node at once."""
+    python = spec.base.python
+    if dist_init_addr is None:
+        addr = node0_address(targets, spec.node_overrides(0).get("python", python))
+        port = spec.dist_init_port or free_port_on(targets[0], spec.node_overrides(0).get("python", python))
+        dist_init_addr = _fmt_addr(addr, port)
+    nodes = [Node(i, targets[i], node_profile(spec, i, dist_init_addr)) for i in range(len(targets))]
+    return _start_nodes(spec, nodes, feature, replace=replace, preflight_result=preflight_result, probe=probe,
+                        dist_init_addr=dist_init_addr)
+
+
+def node_profiles(spec: GroupSpec, dist_init_addr: str = "0.0.0.0:0") -> list[Profile]:
+    return [node_profile(spec, i, dist_init_addr) for i in range(len(spec.hosts))]
+
+
+def _start_nodes(spec, nodes: list[Node], feature, *, replace, preflight_result, probe, dist_init_addr):
+    errors: list[Optional[BaseException]] = [None] * len(nodes)
+    pre_nodes = (preflight_result or {}).get("nodes") or [None] * len(nodes)
+    version = (preflight_result or {}).get("sglang_version") or spec.base.sglang_version
+
+    def one(n: Node) -> None:
+        try:
+            extra = None
+            if probe:
+                targets = control.probe_targets(feature, pre_nodes[n.rank], n.prof.patched_class or None)
+                extra = control.probe_env_on(n.host, n.prof.python, targets, n.prof.env) if targets else None
+            n.rec = control.start(n.host, n.prof, feature, replace=replace, sglang_version=version, extra_env=extra)
+        except BaseException as e:  # noqa: BLE001
+            errors[n.rank] = e
+
+    threads = [threading.Thread(target=one, args=(n,), daemon=True) for n in nodes]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    failed = [(n, e) for n, e in zip(nodes, errors) if e is not None]
+    if failed:
+        for n in nodes:  # all or nothing: a group missing a node would only hang
+            if n.rec is not None:
+                try:
+                    control.stop(n.host, n.rec, grace=5)
+                except (RunError, TransportError):
+                    pass
+        n, e = failed[0]
+        if isinstance(e, (RunError, TransportError, ConfigError)):
+            raise RunError(f"node {n.rank} ({n.host.name}): {e}") from None
+        raise e
+    doc = {"group": spec.name, "created_at": records.now(), "feature": feature.name, "nnodes": len(nodes),
+           "dist_init_addr": dist_init_addr, "source": spec.source,
+           "members": [{"rank": n.rank, "host": n.host.name, "name": n.prof.name, "pid": n.rec.pid,
+                        "log": n.rec.log, "port": n.prof.port, "python": n.prof.python} for n in nodes]}
+    save_group_everywhere(nodes[0].host, doc)
+    return nodes, doc
+
+
+# --------------------------------------------------------------------------------------------------
+# watching
+
+
+@dataclass
+class NodeState:
+    rank: int
+    host: str
+    name: str
+    verdict: str = "inconclusive"
+    phase: str = "args"
+    evidence: str = ""
+    ready: bool = False
+    health: Optional[str] = None
+    done: bool = False  # the node's loop ended
+    why: str = ""
+    stalled: bool = False
+    error: Optional[str] = None
+    v: Any = None  # the node's latest Verdict
+    last_data: float = field(default_factory=time.monotonic)
+
+
+@dataclass
+class GroupOutcome:
+    verdict: str
+    exit_code: int
+    why: str  # live | node-dead | node-crashed | stalled | timeout | interrupted
+    culprit: Optional[int]
+    message: str
+    states: list[NodeState]
+    stopped: bool = False
+
+    def to_json(self, group: str) -> dict[str, Any]:
+        return {"group": group, "verdict": self.verdict, "exit_code": self.exit_code, "why": self.why,
+                "culprit": self.culprit, "message": self.message, "stopped": self.stopped,
+                "nodes": [{"rank": s.rank, "host": s.host, "name": s.name, "verdict": s.verdict, "phase": s.phase,
+                           "ready": s.ready, "health": s.health, "evidence": s.evidence, "why": s.why,
+                           "stalled": s.stalled, "error": s.error,
+                           "detail": s.v.to_json() if s.v is not None else None} for s in self.states]}
+
+
+EXIT = {"live": 0, "dead": 1, "inconclusive": 3, "crashed": 4}
+
+
+def _evidence(feeder, v) -> str:
+    if v.crash:
+        return f"line {v.crash.get('line')}: {v.crash.get('text') or v.crash.get('message')}"
+    if v.marker.get("found"):
+        return f"marker line {v.marker.get('line')}: {v.marker.get('text')}"
+    la = feeder.judge.launches[-1] if feeder.judge.launches else None
+    if la is not None and la.last_line is not None:
+        return f"line {la.last_line.no}: {la.last_line.text}"
+    return ""
+
+
+def _stall(judge, v, rank: int, quiet: float, host: str):
+    from dynspec_cli.knowledge.findings import Finding
+
+    phase = (v.launch or {}).get("phase") or "args"
+    words = PHASE_WORDS.get(phase, phase)
+    la = judge.launches[-1] if judge.launches else None
+    line = la.last_line if la else None
+    msg = f"stalled in {words} on node {rank} ({host}): no log progress for {quiet:.0f}s"
+    v.verdict, v.crashed = "crashed", True
+    v.crash = {"exception": "Stalled", "message": msg, "line": (line.no or None) if line else None,
+               "text": line.text if line else None}
+    v.findings.append(Finding("DS303", msg, line=(line.no or None) if line else None, text=line.text if line else None))
+    return v
+
+
+def watch_node(node: Node, feature, state: NodeState, stop: threading.Event, *, stall_timeout: float,
+               on_change: Callable[[], None]) -> None:
+    """One node's judging loop; runs until its verdict is dead/crashed/stalled, its process is
+    gone, or `stop` is set (the group decided)."""
+    from dynspec_cli.cli.verify import make_feeder
+    from dynspec_cli.run.stream import judge_stream
+
+    host, rec = node.host, node.rec
+    feeder = make_feeder(feature, rec.patched_class or None, rec.sglang_version)
+    judge = feeder.judge
+    need_ready = node.rank == 0
+
+    def publish(v) -> None:
+        state.v = v
+        state.verdict = v.verdict
+        la = v.launch or {}
+        state.phase = "ready" if v.server_ready else (la.get("phase") or "args")
+        state.evidence = _evidence(feeder, v)[:300]
+        on_change()
+
+    def is_live(v) -> bool:
+        return v.verdict == "live" and (state.ready or not need_ready)
+
+    def on_tick(v, quiet: float):
+        if stop.is_set():
+            return v
+        try:
+            alive = host.group_alive(rec.pgid)
+        except TransportError:
+            return None  # the connection is being re-established; the follower resumes
+        if not alive:
+            time.sleep(0.3)
+            control._drain(host, rec, feeder)
+            final = judge.verdict(at_eof=True)
+            if final.verdict in ("inconclusive", "live") and not final.server_ready:
+                final = control._exited(judge, final)
+            state.why = "exited"
+            return final
+        if need_ready and v.verdict == "live" and v.server_ready and not state.ready:
+            try:
+                ok, text = control.health(host, rec.python, rec.port)
+            except TransportError:
+                ok, text = False, None
+            state.health = text
+            if ok:
+                state.ready = True
+                publish(v)
+        if not is_live(v) and quiet >= stall_timeout:
+            state.stalled, state.why = True, "stalled"
+            return _stall(judge, v, node.rank, quiet, host.name)
+        return None
+
+    events = host.follow(rec.log, rec.log_offset)
+    try:
+        v, why = judge_stream(events, feeder, timeout=None, on_update=publish, on_tick=on_tick,
+                              decided=lambda v: v.verdict in ("dead", "crashed"), tick_every=0.5)
+        state.why = state.why or ("stopped" if stop.is_set() else why)
+        publish(v)
+    except BaseException as e:  # noqa: BLE001 - a node's loop must not kill the others silently
+        state.error = f"{type(e).__name__}: {e}"
+        state.why = "error"
+    finally:
+        try:
+            events.close()
+        except Exception:  # noqa: BLE001
+            pass
+        state.done = True
+        on_change()
+
+
+def watch_group(nodes: list[Node], feature, *, timeout: Optional[float], stall_timeout: float, keep: bool,
+                on_change: Callable[[list[NodeState]], None] | None = None) -> GroupOutcome:
+    states = [NodeState(n.rank, n.host.name, n.rec.name) for n in nodes]
+    stop = threading.Event()
+    changed = threading.Event()
+
+    def note() -> None:
+        changed.set()
+
+    threads = [threading.Thread(target=watch_node, args=(n, feature, s, stop),
+                                kwargs={"stall_timeout": stall_timeout, "on_change": note},
+                                daemon=True, name=f"dynspec-node{n.rank}") for n, s in zip(nodes, states)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + timeout if timeout else None
+    outcome: Optional[GroupOutcome] = None
+    try:
+        while outcome is None:
+            changed.wait(0.25)
+            changed.clear()
+            if on_change is not None:
+                on_change(states)
+            outcome = _decide(states)
+            if outcome is None and deadline is not None and time.monotonic() >= deadline:
+                outcome = GroupOutcome("inconclusive", 3, "timeout", None,
+                                       "timed out: " + "; ".join(f"node {s.rank} {s.verdict} in {s.phase}"
+                                                                 for s in states), states)
+    except KeyboardInterrupt:
+        stop.set()
+        for t in threads:
+            t.join(5)
+        raise
+    stop.set()
+    for t in threads:
+        t.join(10)
+    if on_change is not None:
+        on_change(states)
+    if outcome.verdict in ("dead", "crashed") and not keep:
+        outcome.stopped = stop_nodes(nodes)
+    for n, s in zip(nodes, states):
+        n.rec.verdict = s.verdict
+        try:
+            records.save(n.host, n.rec)
+        except TransportError:
+            pass
+    return outcome
+
+
+def _decide(states: list[NodeState]) -> Optional[GroupOutcome]:
+    # dead outranks crashed (as for one server), then the earliest rank
+    for kind, why in (("dead", "node-dead"), ("crashed", "node-crashed")):
+        bad = [s for s in states if s.verdict == kind]
+        if bad:
+            s = bad[0]
+            if s.stalled:
+                stalled = [x for x in states if x.stalled]
+                where = ", ".join(str(x.rank) for x in stalled)
+                msg = (s.v.crash or {}).get("message") or f"stalled on node {s.rank}"
+                if len(stalled) > 1:
+                    msg += f" (nodes stalled: {where})"
+                return GroupOutcome("crashed", 4, "stalled", s.rank, msg, states)
+            v = s.v
+            line = None
+            if v is not None and v.crash and kind == "crashed":
+                line = f"line {v.crash.get('line')}: {v.crash.get('text') or v.crash.get('message')}"
+            elif v is not None:
+                err = next((f for f in v.findings if f.severity == "error"), None)
+                if err is not None:
+                    line = f"{err.code} {err.message}" + (f" (line {err.line}: {err.text})" if err.line else "")
+            msg = f"node {s.rank} ({s.host}) is {kind}" + (f": {line}" if line else "")
+            return GroupOutcome(kind, EXIT[kind], why, s.rank, msg, states)
+    errs = [s for s in states if s.error]
+    if errs:
+        s = errs[0]
+        return GroupOutcome("inconclusive", 3, "watch-error", s.rank, f"node {s.rank} ({s.host}): cannot watch: {s.error}",
+                            states)
+    if all(s.verdict == "live" for s in states) and states[0].ready:
+        return GroupOutcome("live", 0, "live", None,
+                            f"all {len(states)} nodes live; node 0 ready ({states[0].health})", states)
+    return None
+
+
+def stop_nodes(nodes: list[Node], *, grace: float = 10.0) -> bool:
+    """Stop every node (concurrently); True once no process of any node remains."""
+    results = [False] * len(nodes)
+
+    def one(n: Node) -> None:
+        try:
+            results[n.rank] = control.stop(n.host, n.rec, grace=grace)
+        except RunError:
+            results[n.rank] = True  # the recorded pid now belongs to another process: ours is gone
+        except TransportError:
+            results[n.rank] = False
+
+    threads = [threading.Thread(target=one, args=(n,), daemon=True) for n in nodes]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return all(results)
+
+
+def attach(doc: dict[str, Any], open_host: Callable[..., Host]) -> list[Node]:
+    """The nodes of a recorded group, with their run records (RunError if one is missing)."""
+    nodes = []
+    for m in sorted(doc["members"], key=lambda m: m["rank"]):
+        host = open_host(m["host"], m.get("python"))
+        rec = records.load(host, m["name"])
+        if rec is None:
+            raise RunError(f"group {doc['group']!r}: no run record {m['name']!r} on {host.name}")
+        nodes.append(Node(m["rank"], host, _placeholder_profile(m), rec))
+    return nodes
+
+
+def _placeholder_profile(m: dict[str, Any]) -> Profile:
+    return Profile(name=m["name"], host=m["host"], port=int(m.get("port") or 30000))
+
+
+
+def node_status(host: Host, rec: records.RunRecord, feature_loader) -> dict[str, Any]:
+    """`control.status` for one run record (a host may hold many records; only the member's is read)."""
+    from dynspec_cli.cli.verify import make_feeder
+
+    alive = host.group_alive(rec.pgid) if rec.stopped_at is None else False
+    verdict, last_lines = rec.verdict, []
+    try:
+        size = host.size(rec.log) or 0
+        data = host.read_file(rec.log, max(rec.log_offset, size - (4 << 20)))
+        feeder = make_feeder(feature_loader(rec.feature), rec.patched_class or None, rec.sglang_version)
+        feeder.feed(data)
+        feeder.flush()
+        verdict = feeder.judge.verdict(at_eof=not alive).verdict
+        last_lines = [ln for ln in data.decode("utf-8", "replace").splitlines() if ln.strip()][-3:]
+    except (FileNotFoundError, PermissionError):
+        last_lines = ["(log not readable)"]
+    return {"name": rec.name, "host": rec.host, "pid": rec.pid, "alive": alive, "verdict": verdict, "port": rec.port,
+            "log": rec.log, "started_at": rec.started_at, "stopped_at": rec.stopped_at, "last_lines": last_lines}
