@@ -65,8 +65,6 @@ def prove(
     from dynspec_cli.cli import runs
     from dynspec_cli.cli.app import UsageError
     from dynspec_cli.knowledge.features import load_feature
-    from dynspec_cli.prove import receipt as receipts
-    from dynspec_cli.prove import report as reports
     from dynspec_cli.prove import session
     from dynspec_cli.prove.plan import loopback_base
     from dynspec_cli.report.console import console
@@ -97,7 +95,7 @@ def prove(
         with host_obj:
             try:
                 code = _prove(target, feat, out, json_out, threshold, steps, duration, max_requests, max_new_tokens,
-                              report, patched_file, session, receipts, reports)
+                              report, patched_file)
             except KeyboardInterrupt:  # run_python kills the load generator's process group on the way out
                 sys.stderr.write(f"\ndynspec: interrupted: the load was stopped (the load generator on {host_obj.name} "
                                  f"was killed); no receipt written\n")
@@ -106,7 +104,10 @@ def prove(
 
 
 def _prove(target, feat, out, json_out, threshold, steps, duration, max_requests, max_new_tokens, report,
-           patched_file, session, receipts, reports) -> int:
+           patched_file) -> int:
+    from dynspec_cli.prove import receipt as receipts
+    from dynspec_cli.prove import report as reports
+    from dynspec_cli.prove import session
     from dynspec_cli.report.jsonout import emit
 
     if target.record is None and target.log:
@@ -129,18 +130,22 @@ def _prove(target, feat, out, json_out, threshold, steps, duration, max_requests
               "max_running_requests": info.get("max_running_requests"), "server_info_endpoint": info.get("endpoint")}
     proof = session.Proof(target, feat, plan, verdict, probe, server)
 
+    def on_start(index: int, concurrency: int) -> None:
+        if not json_out:
+            out.print(f"  [dim]step {index}/{len(plan.steps)}: {concurrency} client(s) for up to {plan.duration:g} s …[/]")
+
     def on_step(s) -> None:
         if json_out:
             return
         rr = s.running_range
-        out.print(f"  [dim]step {s.index}/{len(plan.steps)}: concurrency {s.concurrency}, {s.requests_ok} requests, "
+        out.print(f"  [dim]      {s.requests_ok} requests, "
                   f"running batch {s.running_mode if rr else 'unknown'}"
                   f"{f' ({rr[0]}–{rr[1]})' if rr and rr[0] != rr[1] else ''}, speculation {s.speculation} → {s.outcome}[/]")
 
     if not json_out:
         out.print(f"[bold]proving[/] {feat.name} on {target.label}: threshold {th} (from {source}), "
                   f"steps {', '.join(map(str, plan.steps))}, {plan.duration:g} s / ≤{plan.max_requests or '∞'} requests each")
-    session.Prover(target, feat, plan, on_step=on_step).run(proof)
+    session.Prover(target, feat, plan, on_start=on_start, on_step=on_step).run(proof)
     doc = proof.to_json()
     if target.record is not None:
         if patched_file:

@@ -234,7 +234,8 @@ def conclude(steps: list[Step], threshold: int, expect_below: bool, *, verdict: 
             return Conclusion("fails", 1, f"speculation never turned on: accept length <= {1 + EPS:.2f}{where}",
                               "check --speculative-algorithm and the draft model; a server that never speculates "
                               "cannot show the feature")
-        s, g = failed[0]
+        s = failed[0][0]  # the first failing step, at the batch it spent most lines at
+        g = max((g for st, g in failed if st is s), key=lambda g: (g.stable, g.lines))
         al = "no accept len" if g.accept_len is None else f"accept len {g.accept_len:.2f}"
         where = f"at running batch {g.running}" if g.running is not None else f"at concurrency {s.concurrency}"
         side = "<=" if g.running is not None and g.running <= threshold else ">"

@@ -177,8 +177,10 @@ def gone(t: Target) -> Optional[str]:
 
 class Prover:
     def __init__(self, target: Target, feature: Feature, plan: Plan, *,
+                 on_start: Callable[[int, int], None] | None = None,
                  on_step: Callable[[Step], None] | None = None) -> None:
-        self.t, self.feature, self.plan, self.on_step = target, feature, plan, on_step
+        self.t, self.feature, self.plan = target, feature, plan
+        self.on_start, self.on_step = on_start, on_step
         self.reader = observations.LogReader(feature)
         self.expect_below = feature.expect.speculate_at_or_below_threshold
 
@@ -230,6 +232,8 @@ class Prover:
         if died:
             died = f"{died} (before step 1)"
         for i, c in enumerate(() if died else self.plan.steps, 1):
+            if self.on_start:
+                self.on_start(i, c)
             s, died = self.step(i, c)
             proof.steps.append(s)
             if self.on_step:

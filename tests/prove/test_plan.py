@@ -4,6 +4,7 @@ import pytest
 
 from dynspec_cli.prove.plan import (PlanError, format_age, loopback_base, parse_age, parse_steps,
                                     threshold_from_argv)
+from dynspec_cli.prove.session import make_plan
 
 
 def test_steps_are_expressions_of_the_threshold():
@@ -56,3 +57,12 @@ def test_threshold_from_argv_last_wins_and_both_forms():
     assert threshold_from_argv(["--port", "1"], flag) is None
     with pytest.raises(PlanError):
         threshold_from_argv([flag, "***"], flag)
+
+
+def test_make_plan_bounds():
+    p = make_plan(4, "--threshold", None, 2.5, 10, 64)
+    assert p.steps == (1, 4, 5, 8) and p.duration == 2.5 and p.max_requests == 10
+    for bad in [dict(duration=0), dict(max_requests=-1), dict(max_new_tokens=1)]:
+        kw = {"duration": 1.0, "max_requests": 0, "max_new_tokens": 8, **bad}
+        with pytest.raises(PlanError):
+            make_plan(4, "", "1", kw["duration"], kw["max_requests"], kw["max_new_tokens"])
