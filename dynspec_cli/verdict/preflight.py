@@ -87,15 +87,15 @@ def judge(facts: dict[str, Any], feature: Feature, flags: list[str], env: dict[s
         if f.get("syntax_error"):
             se = f["syntax_error"]
             findings.append(Finding("DS205", f"{f.get('file')}:{se.get('line')}: {se.get('message') or se.get('msg')}"))
-        if f.get("stale_pyc"):
-            findings.append(Finding("DS207", f"{f.get('file')}: {f['stale_pyc'] if isinstance(f['stale_pyc'], str) else 'bytecode does not match the source'}"))
+        if f.get("stale_code_runs"):  # a stale timestamp pyc is just recompiled; a checked-hash one runs
+            findings.append(Finding("DS207", f"{f.get('file')}: its cached bytecode does not match the source and is what runs"))
     if sg.get("multiple_installs"):
         dirs = [i.get("package_dir") for i in sg.get("installs", [])]
         findings.append(Finding("DS206", "importable sglang installs: " + ", ".join(map(str, dirs))))
     # Flags.
     fl = facts.get("flags") or {}
     ff = fl.get("feature_flag") or {}
-    if feature.flag and ff and not ff.get("accepted", True):
+    if feature.flag and ff and not ff.get("defined", True):  # (argparse would also accept a prefix of another flag)
         findings.append(Finding("DS101", f"{feature.flag.name} is not defined by sglang {version} at {sg.get('package_dir')}: server_args.py was not patched."))
     for uf in fl.get("user_flags") or []:
         if not uf.get("accepted", True) and uf.get("flag") != (feature.flag.name if feature.flag else None):
