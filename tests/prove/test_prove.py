@@ -59,7 +59,14 @@ def servers(tmp_path_factory):
         yield {"dir": d, "names": names, "profiles": profiles}
     finally:
         for n in names.values():
-            cleanup(n)
+            forget(n)
+
+
+def forget(name: str) -> None:
+    """Kill what is left of a run, then drop its record and receipt."""
+    cleanup(name)
+    for f in (receipt_file(name), receipt_file(name).with_name(f"{name}.json")):
+        f.unlink(missing_ok=True)
 
 
 @pytest.fixture(scope="module")
@@ -278,4 +285,4 @@ def test_ssh_prove_and_gate(tmp_path, ssh_lab, patched):
                 proc.kill()
         assert dynspec("stop", name, "--host", "dut", ssh=ssh_lab).returncode == 0
     finally:
-        cleanup(name)
+        forget(name)
