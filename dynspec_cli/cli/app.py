@@ -312,14 +312,14 @@ def status(
     if not rows:
         out.print(f"no runs on {host}")
     for r in rows:
-        mark, colour = MARK_OF(r["verdict"])
+        mark, colour = _mark_of(r["verdict"])
         out.print(f"[{colour}]{mark}[/] [bold]{r['name']}[/] pid {r['pid']} {'alive' if r['alive'] else 'stopped'} "
                   f"verdict {r['verdict'] or 'unknown'} port {r['port']} log {r['log']}")
         for ln in r["last_lines"]:
             out.print(f"    [dim]{_escape(ln[:200])}[/]")
 
 
-def MARK_OF(verdict):
+def _mark_of(verdict):
     from dynspec_cli.report.console import MARK
 
     return MARK.get(verdict or "inconclusive", ("?", "yellow"))

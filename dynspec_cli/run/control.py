@@ -183,8 +183,7 @@ def watch(host: Host, rec: RunRecord, feature: Feature, *, timeout: Optional[flo
         if not host.group_alive(rec.pgid):
             state["exited"] = True
             time.sleep(0.3)  # let the last lines land in the log
-            for ev in _drain(host, rec, feeder):
-                pass
+            _drain(host, rec, feeder)
             final = judge.verdict(at_eof=True)
             if final.verdict in ("inconclusive", "live") and not final.server_ready:
                 final = _exited(judge, final)
@@ -211,13 +210,12 @@ def watch(host: Host, rec: RunRecord, feature: Feature, *, timeout: Optional[flo
     return Outcome(verdict, why, stopped, rec, state["health"])
 
 
-def _drain(host: Host, rec: RunRecord, feeder):
-    """Whatever the log holds beyond what the follower delivered (the process just exited)."""
+def _drain(host: Host, rec: RunRecord, feeder) -> None:
+    """Feed whatever the log holds beyond what the follower delivered (the process just exited)."""
     data = host.read_file(rec.log, rec.log_offset + feeder.offset + len(feeder.pending))
     if data:
         feeder.feed(data)
     feeder.flush()
-    return ()
 
 
 def _exited(judge, v: Verdict) -> Verdict:

@@ -132,9 +132,6 @@ def judge(facts: dict[str, Any], feature: Feature, flags: list[str], env: dict[s
         choice = k.worker(version, algo, bool(overlap), multi) if overlap is not None else None
         if choice is not None and choice.cls:
             mro = k.mro(version, choice.cls)
-            for p in patched_out:  # a patched class dynspec's table does not list: use its bases as written
-                if p.get("class") and p["class"] not in mro and p.get("bases"):
-                    pass
             file = f"{sg.get('package_dir')}/srt/speculative/{choice.module.replace('.', '/')}.py"
             worker = {"class": choice.cls, "module": f"sglang.srt.speculative.{choice.module}", "file": file,
                       "basis": f"static: sglang {version}, {algo}, overlap {'on' if overlap else 'off'}"

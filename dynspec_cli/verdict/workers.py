@@ -92,12 +92,10 @@ def how_to_run(k: Knowledge, mask: int, algorithms: Iterable[str] | None, patche
         return [], exceptions
     steps: list[str] = []
     r = k.overlap_range(k.versions_in(mask)[-1])
-    switch_vals = set.union(*({sw for sw, _, _ in ok} for ok in sets))
     if all({sw for sw, _, _ in ok} == {True} for ok in sets) and r and r.switch.name:
         steps.append(f"export {r.switch.name}=True" if r.switch.kind == "env" else f"pass {r.switch.name}")
     elif all({sw for sw, _, _ in ok} == {False} for ok in sets) and r and r.switch.name:
         steps.append(f"unset {r.switch.name}" if r.switch.kind == "env" else f"do not pass {r.switch.name}")
-    del switch_vals
     if all(not any(t == 4 for _, _, t in ok) for ok in sets):
         steps.append("pass --speculative-eagle-topk 1")
     if all(not any(not ud for _, ud, _ in ok) for ok in sets):
