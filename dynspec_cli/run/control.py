@@ -27,6 +27,7 @@ import socket, sys
 port = int(sys.argv[1])
 for fam, addr in ((socket.AF_INET, "0.0.0.0"), (socket.AF_INET, "127.0.0.1")):
     s = socket.socket(fam, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server will: TIME_WAIT is not "taken"
     try:
         s.bind((addr, port))
     except OSError:
