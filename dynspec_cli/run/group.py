@@ -260,7 +260,7 @@ def compare_nodes(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ref = nodes[0]
     for n in nodes[1:]:
         if n.get("version") != ref.get("version"):
-            out.append({"code": "group-version-mismatch", "severity": "error", "rank": n["rank"], "host": n["host"],
+            out.append({"code": "DS401", "severity": "error", "rank": n["rank"], "host": n["host"],
                         "message": f"node {n['rank']} ({n['host']}) has sglang {n.get('version') or 'unknown'}, "
                                    f"node 0 ({ref['host']}) has {ref.get('version') or 'unknown'}"})
         a, b = ref.get("hashes") or {}, n.get("hashes") or {}
@@ -272,15 +272,26 @@ def compare_nodes(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     what = "has a patched file that node 0 lacks"
                 else:
                     what = f"differs (sha256 {b[rel][:12]} vs node 0's {a[rel][:12]})"
-                out.append({"code": "group-patch-mismatch", "severity": "error", "rank": n["rank"], "host": n["host"],
+                out.append({"code": "DS402", "severity": "error", "rank": n["rank"], "host": n["host"],
                             "file": rel, "message": f"{rel} on node {n['rank']} ({n['host']}) {what}"})
         fa = [x for x in _flags_without_rank(ref.get("flags") or [])]
         fb = [x for x in _flags_without_rank(n.get("flags") or [])]
         if fa != fb:
-            out.append({"code": "group-flags-mismatch", "severity": "error", "rank": n["rank"], "host": n["host"],
+            out.append({"code": "DS403", "severity": "error", "rank": n["rank"], "host": n["host"],
                         "message": f"node {n['rank']} ({n['host']}) runs other server flags than node 0: "
                                    f"{' '.join(sorted(set(fb) ^ set(fa)))[:300]}"})
     return out
+
+
+def _with_doc(f: dict[str, Any]) -> dict[str, Any]:
+    """A group finding with its registry name and fix (configs/findings.toml)."""
+    from dynspec_cli.knowledge.findings import doc
+
+    d = doc(f["code"])
+    if d is not None:
+        f.setdefault("name", d.name)
+        f.setdefault("fix", d.fix)
+    return f
 
 
 def _flags_without_rank(flags: list[str]) -> list[str]:
@@ -331,9 +342,10 @@ def preflight_group(targets: list[Host], profs: list[Profile], feature) -> dict[
     for n, r in zip(nodes, results):
         if r["verdict"] == "dead":
             first = next((f for f in r["findings"] if f["severity"] == "error"), None)
-            findings.insert(0, {"code": "node-preflight-dead", "severity": "error", "rank": n["rank"], "host": n["host"],
+            findings.insert(0, {"code": "DS404", "severity": "error", "rank": n["rank"], "host": n["host"],
                                 "message": f"preflight on node {n['rank']} ({n['host']}) is dead"
                                            + (f": {first['code']} {first['message']}" if first else "")})
+    findings = [_with_doc(f) for f in findings]
     return {"nodes": results, "findings": findings, "ok": not findings,
             "sglang_version": results[0].get("sglang_version") if results else None}
 

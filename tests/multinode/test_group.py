@@ -133,7 +133,7 @@ def test_preflight_catches_a_node_with_another_patched_file(tmp_path, netns_lab,
     r, doc = launch_json(netns_lab, prof, "--no-probe")
     assert r.returncode == 1, r.stderr
     assert doc["why"] == "preflight"
-    mism = [f for f in doc["findings"] if f["code"] == "group-patch-mismatch"]
+    mism = [f for f in doc["findings"] if f["code"] == "DS402"]
     assert mism and mism[0]["rank"] == 1 and mism[0]["file"] == "sglang/srt/speculative/eagle_worker_v2.py"
     assert not (Path.home() / ".dynspec" / "runs" / f"{gname}-n0.json").exists()  # nothing started
     # the same sglang on both nodes passes preflight, and the group goes live
