@@ -76,12 +76,16 @@ def _show(doc: dict, json_out: bool, source: str = "") -> None:
 
 
 @app.command(epilog=EXIT_CODES)
-def explain(code: Optional[str] = typer.Argument(None, help="A finding code such as DS201; omit to list all.")) -> None:
+def explain(code: Optional[str] = typer.Argument(None, help="A finding code such as DS201; omit to list all."),
+            markdown: bool = typer.Option(False, "--markdown", help="Print the table of all findings as Markdown.")) -> None:
     """What a finding means, why it matters and how to fix it."""
-    from dynspec_cli.knowledge.findings import doc, registry
+    from dynspec_cli.knowledge.findings import doc, markdown_table, registry
     from dynspec_cli.report.console import console, render_finding_doc
 
     out = console()
+    if markdown:
+        sys.stdout.write(markdown_table() + "\n")
+        return
     if code is None:
         for c, d in registry().items():
             out.print(f"{c}  {d.name:<32} {d.severity:<8} {d.what}")

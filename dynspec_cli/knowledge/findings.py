@@ -37,3 +37,11 @@ class Finding(msgspec.Struct):
     @property
     def name(self) -> str:
         return doc(self.code).name
+
+
+def markdown_table() -> str:
+    """The findings table for README.md (kept equal to it by tests/cli)."""
+    rows = ["| code | name | severity | what |", "|---|---|---|---|"]
+    for code, d in registry().items():
+        rows.append(f"| {code} | {d.name} | {d.severity} | {d.what.replace('|', '/')} |")
+    return "\n".join(rows)

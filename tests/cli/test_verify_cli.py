@@ -161,3 +161,12 @@ def test_start_up_does_not_import_sglang_or_paramiko(tmp_path):
             "sys.stderr.write('IMPORTED:'+','.join(bad))" % str(log))
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.stderr.strip().endswith("IMPORTED:"), r.stderr
+
+
+def test_readme_findings_table_is_the_registry():
+    from dynspec_cli.knowledge.findings import markdown_table, registry
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    table = readme.split("<!-- findings:start")[1].split("-->", 1)[1].split("<!-- findings:end -->")[0].strip()
+    assert table == markdown_table()
+    assert len(registry()) >= 30 and all(c.startswith("DS") for c in registry())
