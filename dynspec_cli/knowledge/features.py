@@ -7,7 +7,7 @@ from typing import Optional
 
 import msgspec
 
-from dynspec_cli.knowledge.tables import ConfigError, configs_dir, load_toml
+from dynspec_cli.knowledge.tables import ConfigError, cached, configs_dir, load_toml
 
 
 class Marker(msgspec.Struct, forbid_unknown_fields=True):
@@ -77,6 +77,11 @@ def load_feature(name_or_path: str | None) -> Feature:
         path, label = features_dir() / f"{ref}.toml", f"feature {ref!r}"
         if not path.exists():
             raise ConfigError(f"unknown feature {ref!r}: bundled features are {', '.join(available())}; or pass a path to a .toml file")
-    f = load_toml(path, Feature, where=label)
-    f.source = str(path)
-    return f
+    def build() -> Feature:
+        f = load_toml(path, Feature, where=label)
+        f.source = str(path)
+        return f
+
+    if not path.is_file():
+        return build()  # the error names the problem
+    return cached("feature", [path.resolve()], build)

@@ -5,12 +5,13 @@ import functools
 
 import msgspec
 
-from dynspec_cli.knowledge.tables import FindingDoc, configs_dir, load_toml
+from dynspec_cli.knowledge.tables import FindingDoc, cached, configs_dir, load_toml
 
 
 @functools.lru_cache(maxsize=1)
 def registry() -> dict[str, FindingDoc]:
-    return load_toml(configs_dir() / "findings.toml", dict[str, FindingDoc])
+    path = configs_dir() / "findings.toml"
+    return cached("findings", [path], lambda: load_toml(path, dict[str, FindingDoc]))
 
 
 def doc(code: str) -> FindingDoc | None:

@@ -255,34 +255,6 @@ class Knowledge:
 
 @functools.lru_cache(maxsize=1)
 def knowledge() -> Knowledge:
-    """The tables, loaded and validated once per machine: a pickle keyed by the configs' paths,
-    sizes and mtimes is kept in ~/.cache/dynspec (start-up cost of `dynspec verify`)."""
-    import os
-    import pickle
-
+    """The tables, loaded and validated once per change of configs/sglang (tables.cached)."""
     d = tables.configs_dir() / "sglang"
-    try:
-        stamp = "|".join(f"{p}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in sorted(d.glob("*.toml")))
-    except OSError:
-        return Knowledge()
-    import hashlib
-
-    key = hashlib.sha256(stamp.encode()).hexdigest()[:16]
-    cache = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "dynspec", f"knowledge-{key}.pickle")
-    try:
-        with open(cache, "rb") as fh:
-            k = pickle.load(fh)
-        if isinstance(k, Knowledge):
-            return k
-    except Exception:  # missing, stale or unreadable: rebuild
-        pass
-    k = Knowledge()
-    try:
-        os.makedirs(os.path.dirname(cache), exist_ok=True)
-        tmp = f"{cache}.{os.getpid()}.tmp"
-        with open(tmp, "wb") as fh:
-            pickle.dump(k, fh, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, cache)
-    except OSError:
-        pass
-    return k
+    return tables.cached("knowledge", sorted(d.glob("*.toml")), Knowledge)

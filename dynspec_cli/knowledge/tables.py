@@ -8,10 +8,6 @@ from typing import Any, Literal, Union
 
 import msgspec
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 
 class ConfigError(Exception):
@@ -28,6 +24,11 @@ def configs_dir() -> Path:
 
 def load_toml(path: Path, into: type, where: str | None = None) -> Any:
     """Parse `path` and convert it to `into`, raising ConfigError with file and key on failure."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+
     label = where or str(path)
     try:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -45,6 +46,38 @@ def load_toml(path: Path, into: type, where: str | None = None) -> Any:
         return msgspec.convert(raw, into, strict=True)
     except msgspec.ValidationError as e:
         raise ConfigError(f"{label}: {e}") from None
+
+
+def cached(kind: str, paths: list[Path], build):
+    """`build()`'s result, pickled in ~/.cache/dynspec and reused while every file in `paths` keeps
+    its size and mtime: TOML parsing and validation happen once per change, not at every start."""
+    import binascii
+    import os
+    import pickle
+
+    try:
+        stamp = "|".join(f"{p}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in paths)
+    except OSError:
+        return build()
+    key = f"{binascii.crc32(stamp.encode()):08x}{len(stamp):04x}"
+    cache = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "dynspec", f"{kind}-{key}.pickle")
+    try:
+        with open(cache, "rb") as fh:
+            stored_stamp, value = pickle.load(fh)
+        if stored_stamp == stamp:
+            return value
+    except Exception:  # missing, stale or unreadable: rebuild
+        pass
+    value = build()
+    try:
+        os.makedirs(os.path.dirname(cache), exist_ok=True)
+        tmp = f"{cache}.{os.getpid()}.tmp"
+        with open(tmp, "wb") as fh:
+            pickle.dump((stamp, value), fh, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, cache)
+    except OSError:
+        pass
+    return value
 
 
 class _Row(msgspec.Struct, forbid_unknown_fields=True, rename={"cls": "class"}):

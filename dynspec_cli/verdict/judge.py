@@ -5,7 +5,6 @@ only the newest launch is judged. The verdict is recomputed cheaply after every 
 lines, so `--follow` can stop the moment it is decided."""
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -194,6 +193,8 @@ class Judge:
         la.mask = new
 
     def _on_launch(self, la: Launch, obs: Observation) -> None:
+        import json
+
         try:
             la.header = json.loads(obs.data["json"])
         except (ValueError, TypeError):
@@ -228,6 +229,8 @@ class Judge:
         la.markers.append(obs)
 
     def _on_probe(self, la: Launch, obs: Observation) -> None:
+        import json
+
         try:
             ev = json.loads(obs.data["json"])
         except (ValueError, TypeError):
