@@ -9,6 +9,7 @@ GPU box add the minutes of weight loading that come before the first sign of the
 from __future__ import annotations
 
 import argparse
+import os
 import json
 import statistics
 import subprocess
@@ -19,7 +20,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-DYNSPEC = [sys.executable, "-m", "dynspec_cli"]
+DYNSPEC = [os.environ.get("DYNSPEC_BENCH_PYTHON", sys.executable), "-m", "dynspec_cli"]
 FLAGS = ["--speculative-algorithm", "EAGLE3", "--speculative-eagle-topk", "4", "--speculative-disable-batch-threshold", "5"]
 
 
