@@ -75,9 +75,9 @@ def judge_stream(events: Iterable, feeder: Feeder, *, timeout: Optional[float] =
                 on_update(verdict)
             if is_decided(verdict):
                 return verdict, "decided"
-            if on_tick is not None and time.monotonic() >= next_tick:
-                next_tick = time.monotonic() + tick_every
-                final = on_tick(verdict, quiet)
+            if time.monotonic() >= next_tick:
+                next_tick = time.monotonic() + tick_every  # (always advanced: an idle loop must sleep)
+                final = on_tick(verdict, quiet) if on_tick is not None else None
                 if final is not None:
                     return final, "tick"
             if deadline is not None and time.monotonic() >= deadline:

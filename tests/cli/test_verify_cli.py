@@ -170,3 +170,17 @@ def test_readme_findings_table_is_the_registry():
     table = readme.split("<!-- findings:start")[1].split("-->", 1)[1].split("<!-- findings:end -->")[0].strip()
     assert table == markdown_table()
     assert len(registry()) >= 30 and all(c.startswith("DS") for c in registry())
+
+
+def test_follow_on_an_idle_log_sleeps(tmp_path):
+    """Watching a log that does not change costs almost no CPU (no busy loop)."""
+    import resource
+
+    log = tmp_path / "idle.log"
+    log.write_text(ts("Load weight begin. avail mem=70.00 GB") + "\n")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    r = run("verify", "--follow", "--timeout", "4", "--json", str(log))
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    assert r.returncode == 3
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    assert cpu < 2.0, f"{cpu:.2f} CPU-s for 4 s of idle following"
