@@ -1,0 +1,1 @@
+__version__ = "0.5.99.dev0+standin"
