@@ -54,8 +54,9 @@ class Classifier:
         if not any(lit in msg for lit in self.literals):
             return _maybe_exception(line)
         out: list[Observation] = []
-        if msg.startswith(PROBE_PREFIX):
-            return [Observation("probe", line, "probe", {"json": msg[len(PROBE_PREFIX):]})]
+        at = msg.find(PROBE_PREFIX)  # another process's partial line may precede it
+        if at >= 0:
+            return [Observation("probe", line, "probe", {"json": msg[at + len(PROBE_PREFIX):]})]
         if msg.startswith(LAUNCH_PREFIX):
             return [Observation("launch", line, "launch", {"json": msg[len(LAUNCH_PREFIX):]})]
         if self.feature.marker.literal in msg:

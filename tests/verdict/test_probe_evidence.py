@@ -69,3 +69,10 @@ def test_uninstrumented_probe_falls_back_to_the_marker():
 def test_malformed_probe_lines_are_ignored():
     v = judge_text("DYNSPEC-PROBE {not json\nDYNSPEC-PROBE [1,2]\n" + warning_text("overlap-off-spec-v2-off") + "\n")
     assert v.verdict == "dead"
+
+
+def test_probe_line_after_another_process_partial_line_is_read():
+    text = launch().replace("DYNSPEC-PROBE {\"v\": 1, \"event\": \"sglang\"", "partial outDYNSPEC-PROBE {\"v\": 1, \"event\": \"sglang\"", 1)
+    assert "partial outDYNSPEC-PROBE" in text
+    v = judge_text(text)
+    assert v.sglang_version == "0.5.9" and v.verdict == "live"
