@@ -235,26 +235,25 @@ def _exited(judge, v: Verdict) -> Verdict:
     return v
 
 
-def status(host: Host, feature_loader) -> list[dict]:
-    out = []
+def record_status(host: Host, rec: RunRecord, feature_loader) -> dict:
+    """One run: alive or not, the verdict of its log so far (the last 4 MiB), the last log lines."""
     from dynspec_cli.cli.verify import make_feeder
 
-    for rec in records.all_records(host):
-        alive = host.group_alive(rec.pgid) if rec.stopped_at is None else False
-        verdict = rec.verdict
-        last_lines: list[str] = []
-        try:
-            size = host.size(rec.log) or 0
-            start = max(rec.log_offset, size - (4 << 20))
-            data = host.read_file(rec.log, start)
-            feeder = make_feeder(feature_loader(rec.feature), rec.patched_class or None, rec.sglang_version)
-            feeder.feed(data)
-            feeder.flush()
-            verdict = feeder.judge.verdict(at_eof=not alive).verdict
-            last_lines = [ln for ln in data.decode("utf-8", "replace").splitlines() if ln.strip()][-3:]
-        except (FileNotFoundError, PermissionError):
-            last_lines = ["(log not readable)"]
-        out.append({"name": rec.name, "host": rec.host, "pid": rec.pid, "alive": alive, "verdict": verdict,
-                    "port": rec.port, "log": rec.log, "started_at": rec.started_at, "stopped_at": rec.stopped_at,
-                    "last_lines": last_lines})
-    return out
+    alive = host.group_alive(rec.pgid) if rec.stopped_at is None else False
+    verdict, last_lines = rec.verdict, []
+    try:
+        size = host.size(rec.log) or 0
+        data = host.read_file(rec.log, max(rec.log_offset, size - (4 << 20)))
+        feeder = make_feeder(feature_loader(rec.feature), rec.patched_class or None, rec.sglang_version)
+        feeder.feed(data)
+        feeder.flush()
+        verdict = feeder.judge.verdict(at_eof=not alive).verdict
+        last_lines = [ln for ln in data.decode("utf-8", "replace").splitlines() if ln.strip()][-3:]
+    except (FileNotFoundError, PermissionError):
+        last_lines = ["(log not readable)"]
+    return {"name": rec.name, "host": rec.host, "pid": rec.pid, "alive": alive, "verdict": verdict, "port": rec.port,
+            "log": rec.log, "started_at": rec.started_at, "stopped_at": rec.stopped_at, "last_lines": last_lines}
+
+
+def status(host: Host, feature_loader) -> list[dict]:
+    return [record_status(host, rec, feature_loader) for rec in records.all_records(host)]

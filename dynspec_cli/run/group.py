@@ -718,19 +718,4 @@ def _placeholder_profile(m: dict[str, Any]) -> Profile:
 
 def node_status(host: Host, rec: records.RunRecord, feature_loader) -> dict[str, Any]:
     """`control.status` for one run record (a host may hold many records; only the member's is read)."""
-    from dynspec_cli.cli.verify import make_feeder
-
-    alive = host.group_alive(rec.pgid) if rec.stopped_at is None else False
-    verdict, last_lines = rec.verdict, []
-    try:
-        size = host.size(rec.log) or 0
-        data = host.read_file(rec.log, max(rec.log_offset, size - (4 << 20)))
-        feeder = make_feeder(feature_loader(rec.feature), rec.patched_class or None, rec.sglang_version)
-        feeder.feed(data)
-        feeder.flush()
-        verdict = feeder.judge.verdict(at_eof=not alive).verdict
-        last_lines = [ln for ln in data.decode("utf-8", "replace").splitlines() if ln.strip()][-3:]
-    except (FileNotFoundError, PermissionError):
-        last_lines = ["(log not readable)"]
-    return {"name": rec.name, "host": rec.host, "pid": rec.pid, "alive": alive, "verdict": verdict, "port": rec.port,
-            "log": rec.log, "started_at": rec.started_at, "stopped_at": rec.stopped_at, "last_lines": last_lines}
+    return control.record_status(host, rec, feature_loader)
