@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 import sys
+import time
 from typing import Annotated, List, Optional
 
 import typer
+
+from dynspec_cli.cli.runs import LiveDisplay
 
 # (not imported from app: app imports this module while it is being built)
 EXIT_CODES = """Exit codes: 0 live · 1 dead (a node's patched code cannot or did not run; preflight mismatch between nodes) · 2 bad input · 3 inconclusive / timeout · 4 crashed (a node crashed or stalled)."""
@@ -66,31 +69,17 @@ class _Opener:
                 pass
 
 
-class GroupDisplay:
+class GroupDisplay(LiveDisplay):
     """One live table while watching: a row per node (phase, last evidence, verdict)."""
 
     def __init__(self, out, group: str, enabled: bool) -> None:
-        import time
-
-        from rich.live import Live
-        from rich.text import Text
-
-        self.out, self.group, self.t0, self.time = out, group, time.monotonic(), time
-        self.live = Live(Text(""), console=out, refresh_per_second=8, transient=True) if enabled else None
-
-    def __enter__(self):
-        if self.live:
-            self.live.__enter__()
-        return self
-
-    def __exit__(self, *exc):
-        if self.live:
-            self.live.__exit__(*exc)
+        super().__init__(out, enabled)
+        self.group = group
 
     def update(self, states) -> None:
         if not self.live:
             return
-        self.live.update(table(states, f"{self.group} {self.time.monotonic() - self.t0:6.1f}s"))
+        self.live.update(table(states, f"{self.group} {time.monotonic() - self.t0:6.1f}s"))
 
 
 def table(states, title: str):

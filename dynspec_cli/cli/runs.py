@@ -2,26 +2,25 @@
 from __future__ import annotations
 
 import time
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-from rich.console import Console
-from rich.live import Live
-from rich.text import Text
+if TYPE_CHECKING:  # rich is imported when something is shown, not at start-up
+    from rich.console import Console
 
-from dynspec_cli.knowledge.features import load_feature
-from dynspec_cli.report.console import MARK
-from dynspec_cli.verdict.judge import Verdict
-
-PHASES = ["args", "distributed", "weights", "kv-cache", "cuda-graph", "draft", "ready", "serving"]
+    from dynspec_cli.verdict.judge import Verdict
 
 
-class Display:
-    """One live status line while watching: phase, elapsed time, last evidence, running verdict."""
+class LiveDisplay:
+    """A transient rich Live region while watching (nothing when output is not a terminal)."""
 
-    def __init__(self, out: Console, name: str, enabled: bool) -> None:
-        self.out, self.name, self.t0 = out, name, time.monotonic()
-        self.live = Live(Text(""), console=out, refresh_per_second=8, transient=True) if enabled else None
-        self.last: Optional[Verdict] = None
+    def __init__(self, out: "Console", enabled: bool) -> None:
+        self.out, self.t0 = out, time.monotonic()
+        self.live = None
+        if enabled:
+            from rich.live import Live
+            from rich.text import Text
+
+            self.live = Live(Text(""), console=out, refresh_per_second=8, transient=True)
 
     def __enter__(self):
         if self.live:
@@ -32,7 +31,20 @@ class Display:
         if self.live:
             self.live.__exit__(*exc)
 
-    def update(self, v: Verdict) -> None:
+
+class Display(LiveDisplay):
+    """One live status line while watching: phase, elapsed time, last evidence, running verdict."""
+
+    def __init__(self, out: "Console", name: str, enabled: bool) -> None:
+        super().__init__(out, enabled)
+        self.name = name
+        self.last: Optional["Verdict"] = None
+
+    def update(self, v: "Verdict") -> None:
+        from rich.text import Text
+
+        from dynspec_cli.report.console import MARK
+
         self.last = v
         if not self.live:
             return
