@@ -98,25 +98,13 @@ def bench_small(tmp: Path, repeat: int) -> bool:
     return ok
 
 
-def _latency(cmd: list[str], path: Path, line: str, ready_wait: float = 2.5) -> float:
-    path.write_text("")
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    time.sleep(ready_wait)
-    with open(path, "a") as fh:
-        t0 = time.perf_counter()
-        fh.write(line)
-        fh.flush()
-    r, _, _ = select.select([proc.stdout], [], [], 10)
-    t = time.perf_counter() - t0 if r else float("inf")
-    proc.kill()
-    proc.wait()
-    return t
-
-
 def bench_follow(tmp: Path, repeat: int) -> bool:
     path = tmp / "follow.log"
-    ds = [_latency(DYNSPEC + ["verify", "--follow", "--json", str(path)], path, SEED) for _ in range(repeat)]
-    base = [_latency(["sh", "-c", f"tail -n +1 -F {path} 2>/dev/null | grep --line-buffered 'Overlap scheduler'"], path, SEED)
+    from benchmarks.watch_latency import reaction_time
+
+    ds = [reaction_time(DYNSPEC + ["verify", "--follow", "--json", str(path)], path, SEED, start="", ready_wait=2.5)
+          for _ in range(repeat)]
+    base = [reaction_time(["sh", "-c", f"tail -n +1 -F {path} 2>/dev/null | grep --line-buffered 'Overlap scheduler'"], path, SEED, start="")
             for _ in range(repeat)]
     md, mb = statistics.median(ds), statistics.median(base)
     ok = md <= 0.050

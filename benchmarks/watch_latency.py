@@ -57,13 +57,14 @@ def dynspec_latency(host, path: Path) -> float:
     return t
 
 
-def grep_latency(cmd: list[str], path: Path) -> float:
-    path.write_text(FILLER)
+def reaction_time(cmd: list[str], path: Path, line: str = SEED, *, start: str = FILLER, ready_wait: float = 1.0) -> float:
+    """Seconds from `line` being appended to `path` to the first output of `cmd` (already following it)."""
+    path.write_text(start)
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    time.sleep(1.0)
+    time.sleep(ready_wait)
     with open(path, "a") as fh:
         t0 = time.perf_counter()
-        fh.write(SEED)
+        fh.write(line)
         fh.flush()
     r, _, _ = select.select([proc.stdout], [], [], 10)
     t = time.perf_counter() - t0 if r else float("inf")
@@ -104,7 +105,7 @@ def main() -> int:
         log = tmp / "server.log"
         local = LocalHost()
         ds = [dynspec_latency(local, log) for _ in range(a.repeat)]
-        base = [grep_latency(["sh", "-c", f"tail -n0 -F {log} 2>/dev/null | grep --line-buffered 'Overlap scheduler'"], log)
+        base = [reaction_time(["sh", "-c", f"tail -n0 -F {log} 2>/dev/null | grep --line-buffered 'Overlap scheduler'"], log)
                 for _ in range(a.repeat)]
         md, mb = statistics.median(ds), statistics.median(base)
         ok &= md <= 0.050
@@ -115,7 +116,7 @@ def main() -> int:
             ssh = lab.host("dut")
             ds = [dynspec_latency(ssh, log) for _ in range(a.repeat)]
             sshcmd = ["ssh", "-F", str(lab.ssh_config), "dut", f"tail -n0 -F {log}"]
-            base = [grep_latency(["sh", "-c", " ".join(sshcmd) + " | grep --line-buffered 'Overlap scheduler'"], log)
+            base = [reaction_time(["sh", "-c", " ".join(sshcmd) + " | grep --line-buffered 'Overlap scheduler'"], log)
                     for _ in range(a.repeat)]
             md, mb = statistics.median(ds), statistics.median(base)
             ok &= md <= 0.100
