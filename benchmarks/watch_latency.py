@@ -8,7 +8,6 @@ an idle log for a minute. Baseline measured in the same run: `tail -F | grep --l
 from __future__ import annotations
 
 import argparse
-import os
 import resource
 import select
 import statistics

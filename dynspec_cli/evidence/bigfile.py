@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import BinaryIO
 
-from dynspec_cli.evidence.scan import CHUNK, Feeder, feed_file
+from dynspec_cli.evidence.scan import Feeder, feed_file
 from dynspec_cli.verdict.judge import Verdict
 
 BIG = 256 << 20  # smaller files are simply read whole

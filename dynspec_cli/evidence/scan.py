@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import BinaryIO, Iterator, Optional
+from typing import BinaryIO, Iterator
 
 from dynspec_cli.evidence.lines import lines_of
 from dynspec_cli.evidence.rules import Classifier

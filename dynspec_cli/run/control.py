@@ -7,7 +7,6 @@ nothing is left running unless the user asked for it (--keep, --detach, or a liv
 from __future__ import annotations
 
 import json
-import signal
 import time
 from dataclasses import dataclass
 from typing import Callable, Optional

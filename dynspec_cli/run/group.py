@@ -28,7 +28,7 @@ import msgspec
 from dynspec_cli.knowledge.tables import ConfigError
 from dynspec_cli.run import control, records
 from dynspec_cli.run.control import RunError
-from dynspec_cli.run.profiles import Profile, load_profile
+from dynspec_cli.run.profiles import Profile
 from dynspec_cli.transport import Host, TransportError
 
 if sys.version_info >= (3, 11):

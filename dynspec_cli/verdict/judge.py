@@ -562,7 +562,6 @@ class Judge:
         return "; ".join(parts)
 
     def _setting_findings(self, la: Launch, mask: int, findings: list[Finding]) -> None:
-        k = self.k
         if "SGLANG_ENABLE_SPEC_V2" in la.env_set:
             line = la.env_set["SGLANG_ENABLE_SPEC_V2"]
             w_ids = {o.id for o in la.warnings}
