@@ -142,9 +142,16 @@ class Run:
     stderr: str
     pid: int
 
+    # Each probe line is one os.write() of a whole line, so it is never split; but when another process
+    # of the server has written part of a line (a traceback is written in pieces), the probe's line can
+    # land inside it. Cutting the probe's segments out restores the other process's output exactly.
+    @property
+    def _probe_segments(self) -> list:
+        return re.findall(re.escape(PREFIX) + r"[^\n]*\n?", self.stderr)
+
     @property
     def probe_lines(self) -> list:
-        return [ln for ln in self.stderr.splitlines() if ln.startswith(PREFIX)]
+        return [seg.rstrip("\n") for seg in self._probe_segments]
 
     @property
     def records(self) -> list:
@@ -154,10 +161,9 @@ class Run:
 
     @property
     def other_stderr(self) -> list:
-        """stderr without probe lines, as a sorted list (processes interleave)."""
-        lines = [ln for ln in self.stderr.splitlines() if not ln.startswith(PREFIX)]
-        assert not any(PREFIX.strip() in ln for ln in lines), "a probe line was not at the start of a line"
-        return sorted(lines)
+        """stderr with the probe's lines cut out, as a sorted list (processes interleave)."""
+        rest = re.sub(re.escape(PREFIX) + r"[^\n]*\n?", "", self.stderr)
+        return sorted(rest.splitlines())
 
     def procs(self) -> dict:
         by = defaultdict(list)
