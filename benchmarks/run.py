@@ -5,7 +5,8 @@
 1. Huge log (default 1 GiB: two appended launches, mostly `Decode batch` lines): wall time of
    `dynspec verify --json` vs `rg -F` searching the same literals in the same (warm) file.
    Target: <= 2x rg, peak RSS <= 100 MB.
-2. Small log: `dynspec verify` end to end. Target: <= 0.2 s (baseline: `python3 -c pass`).
+2. Small log: `dynspec verify` end to end, into a pipe (as in a benchmark script) and on a terminal
+   (drawn with rich). Target: <= 0.2 s (baseline: the same python's `-c pass`).
 3. `verify --follow`: time from the evidence line being appended to the verdict on stdout.
    Target: median <= 50 ms (baseline: `tail -F | grep --line-buffered` on the same file).
 """
@@ -86,14 +87,38 @@ def bench_big(tmp: Path, size_mb: int, repeat: int) -> bool:
     return ok
 
 
+def on_a_terminal(cmd: list[str], repeat: int) -> float:
+    """Median wall time with stdout on a pseudo-terminal (the report is drawn with rich there)."""
+    import pty
+
+    times = []
+    for _ in range(repeat):
+        master, slave = pty.openpty()
+        t = time.perf_counter()
+        p = subprocess.Popen(cmd, stdout=slave, stderr=subprocess.DEVNULL)
+        os.close(slave)
+        while True:  # drain the terminal so the child never blocks on it
+            try:
+                if not os.read(master, 65536):
+                    break
+            except OSError:  # EIO: the child closed its end
+                break
+        p.wait()
+        times.append(time.perf_counter() - t)
+        os.close(master)
+    return statistics.median(times)
+
+
 def bench_small(tmp: Path, repeat: int) -> bool:
     path = tmp / "small.log"
     path.write_text(SEED)
-    t_py, _, _ = timed([sys.executable, "-c", "pass"], repeat)
+    t_py, _, _ = timed([DYNSPEC[0], "-c", "pass"], repeat)
     t_ds, rc, _ = timed(DYNSPEC + ["verify", str(path)], repeat)
-    ok = t_ds <= 0.2 and rc == 1
-    print(f"small-log: dynspec verify {t_ds*1000:.0f} ms end to end (target <= 200 ms); python3 -c pass {t_py*1000:.0f} ms "
-          f"-> {t_ds/t_py:.1f}x the bare interpreter {'PASS' if ok else 'FAIL'}")
+    t_tty = on_a_terminal(DYNSPEC + ["verify", str(path)], repeat)
+    ok = max(t_ds, t_tty) <= 0.2 and rc == 1
+    print(f"small-log: dynspec verify {t_ds*1000:.0f} ms end to end into a pipe, {t_tty*1000:.0f} ms on a terminal "
+          f"(target <= 200 ms); the same python's `-c pass` {t_py*1000:.0f} ms -> {t_ds/t_py:.1f}x / {t_tty/t_py:.1f}x "
+          f"the bare interpreter {'PASS' if ok else 'FAIL'}")
     return ok
 
 

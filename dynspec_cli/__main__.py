@@ -1,3 +1,3 @@
-from dynspec_cli.cli.app import main
+from dynspec_cli.cli.main import main
 
 main()

@@ -16,7 +16,10 @@ import json
 import os
 import shlex
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Sequence, Union
+
+if TYPE_CHECKING:
+    from dynspec_cli.knowledge.features import Feature
 
 PROBE_DIR = Path(__file__).resolve().parent / "inject" / "probe"
 PROBE_FILES = ("sitecustomize.py", "_dynspec_probe.py", "_dynspec_probe_events.py", "_dynspec_probe_code.py")
@@ -139,3 +142,19 @@ def parse_probe_line(text: str) -> Optional[dict]:
     if not isinstance(doc, dict) or not isinstance(doc.get("v"), int) or not isinstance(doc.get("event"), str):
         return None
     return doc
+
+
+def probe_targets(feature: "Feature", preflight_result: Optional[dict], patched: list[str] | None) -> list[dict]:
+    """What the in-server probe instruments: where preflight found the patch, else the feature's
+    usual location (module-relative, so it resolves in whatever sglang the server imports)."""
+    found = [p for p in (preflight_result or {}).get("patched") or [] if p.get("file")]
+    if found:
+        return [{"file": p["file"], "class": p.get("class"), "function": p.get("function"),
+                 "lines": [p["line"]] if p.get("line") else []} for p in found]
+    out = []
+    for loc in feature.patch:
+        if patched and loc.cls not in patched:
+            continue
+        out.append({"file": f"sglang/srt/speculative/{loc.module.replace('.', '/')}.py", "class": loc.cls,
+                    "function": loc.function, "lines": []})
+    return out

@@ -1,11 +1,13 @@
-"""dynspec's command line. Commands import what they need when they run, so start-up stays
-fast (`dynspec verify` of a small log is a ~0.1 s affair); sglang is never imported here."""
+"""dynspec's command line (typer). Commands import what they need when they run, and sglang is
+never imported here; the usual forms of `dynspec verify` do not even come here (cli/main.py)."""
 from __future__ import annotations
 
 import sys
 from typing import Annotated, List, Optional
 
 import typer
+
+from dynspec_cli.cli.errors import UsageError, report
 
 EXIT_CODES = """Exit codes: 0 live / reachable · 1 dead (the patched code cannot or did not run) · 2 bad input · 3 inconclusive / unknown · 4 crashed."""
 
@@ -25,13 +27,8 @@ def load_feature(ref):
     return _load(ref)
 
 
-class UsageError(Exception):
-    """Bad input: printed as one line, exit 2."""
-
-
 def _fail(msg: str) -> "typer.Exit":
-    sys.stderr.write(f"dynspec: error: {msg}\n")
-    return typer.Exit(2)
+    return typer.Exit(report(msg))
 
 
 @app.command(epilog=EXIT_CODES)
@@ -45,34 +42,10 @@ def verify(
     sglang_version: Optional[str] = typer.Option(None, "--sglang-version", help="The sglang release that wrote the log (default: inferred from the log, reported as a range)."),
 ) -> None:
     """The verdict on whether the patched feature is live, from a server log."""
-    from dynspec_cli.cli import verify as run
-    from dynspec_cli.evidence.scan import LogError
-    from dynspec_cli.knowledge.features import load_feature
-    from dynspec_cli.knowledge.tables import ConfigError
+    from dynspec_cli.cli.verify import run_verify
 
-    try:
-        feat = load_feature(feature)
-        if timeout is not None and timeout <= 0:
-            raise UsageError("--timeout must be a positive number of seconds")
-        if follow:
-            v = run.follow_file(log, feat, patched_class, sglang_version, timeout=timeout)
-        else:
-            v = run.verify_file(log, feat, patched_class, sglang_version)
-    except (ConfigError, LogError, UsageError) as e:
-        raise _fail(str(e))
-    _show(v.to_json(), json_out, source=log)
-    raise typer.Exit(v.exit_code)
-
-
-def _show(doc: dict, json_out: bool, source: str = "") -> None:
-    if json_out:
-        from dynspec_cli.report.jsonout import emit
-
-        emit(doc)
-    else:
-        from dynspec_cli.report.console import console, render_verdict
-
-        render_verdict(doc, console(), source=source)
+    raise typer.Exit(run_verify(log, json_out=json_out, follow=follow, timeout=timeout, feature=feature,
+                                patched_class=patched_class, sglang_version=sglang_version))
 
 
 @app.command(epilog=EXIT_CODES)
@@ -80,20 +53,18 @@ def explain(code: Optional[str] = typer.Argument(None, help="A finding code such
             markdown: bool = typer.Option(False, "--markdown", help="Print the table of all findings as Markdown.")) -> None:
     """What a finding means, why it matters and how to fix it."""
     from dynspec_cli.knowledge.findings import doc, markdown_table, registry
-    from dynspec_cli.report.console import console, render_finding_doc
+    from dynspec_cli.report.console import finding_doc_lines, show
 
-    out = console()
     if markdown:
         sys.stdout.write(markdown_table() + "\n")
         return
     if code is None:
-        for c, d in registry().items():
-            out.print(f"{c}  {d.name:<32} {d.severity:<8} {d.what}")
+        show([[f"{c}  {d.name:<32} {d.severity:<8} {d.what}"] for c, d in registry().items()])
         return
     d = doc(code)
     if d is None:
         raise _fail(f"unknown finding code {code!r} (run `dynspec explain` for the list)")
-    render_finding_doc(code.upper(), d, out)
+    show(finding_doc_lines(code.upper(), d))
 
 
 @app.command(epilog=EXIT_CODES)
@@ -161,19 +132,18 @@ def preflight(
             result = pf.run(target, py, feat, flags, env_map, patched=classes, patch_diff=diff, dynamic=dynamic)
         if result["patched"]:
             from dynspec_cli import probe_setup
-            from dynspec_cli.run.control import probe_targets
 
             # for servers started by hand (the probe folder must exist on that host: dynspec launch copies it)
             result["probe_command"] = probe_setup.one_liner(
-                probe_targets(feat, result, classes), command=[py, "-m", "sglang.launch_server", *flags])
+                probe_setup.probe_targets(feat, result, classes), command=[py, "-m", "sglang.launch_server", *flags])
     if json_out:
         from dynspec_cli.report.jsonout import emit
 
         emit(result)
     else:
-        from dynspec_cli.report.console import console, render_preflight
+        from dynspec_cli.report.console import render_preflight
 
-        render_preflight(result, console())
+        render_preflight(result)
     raise typer.Exit(result["exit_code"])
 
 
@@ -205,6 +175,7 @@ def launch(
 ) -> None:
     """Start the patched server (detached, locally or over SSH) and watch it: exit the moment the
     verdict is dead or crashed (stopping the server), or when it is live and ready."""
+    from dynspec_cli import probe_setup
     from dynspec_cli.cli import runs
     from dynspec_cli.run import control
     from dynspec_cli.run.profiles import load_profile, shown_command, with_overrides
@@ -221,7 +192,7 @@ def launch(
                 version = pre.get("sglang_version") or version
             extra = None
             if not no_probe:
-                targets = control.probe_targets(feature, pre, prof.patched_class or None)
+                targets = probe_setup.probe_targets(feature, pre, prof.patched_class or None)
                 extra = control.probe_env_on(target, prof.python, targets, prof.env) if targets else None
             rec = control.start(target, prof, feature, replace=replace, sglang_version=version, extra_env=extra)
             if not json_out:
@@ -350,12 +321,9 @@ class _errors:
     def __exit__(self, et, e, tb):
         if et is None:
             return False
-        from dynspec_cli.evidence.scan import LogError
-        from dynspec_cli.knowledge.tables import ConfigError
-        from dynspec_cli.run.control import RunError
-        from dynspec_cli.transport import TransportError
+        from dynspec_cli.cli.errors import known_errors
 
-        if issubclass(et, (ConfigError, LogError, UsageError, RunError, TransportError)):
+        if issubclass(et, known_errors()):
             raise _fail(str(e))
         return False
 
@@ -420,17 +388,3 @@ _prove_cmds.register(app)
 from dynspec_cli.cli import group_cmds as _group_cmds  # noqa: E402
 _group_cmds.register(app)
 
-
-def main() -> None:
-    import os
-
-    try:
-        app()
-    except KeyboardInterrupt:
-        sys.stderr.write("dynspec: interrupted\n")
-        sys.exit(130)
-    except Exception as e:  # a bug: one line unless asked for the traceback
-        if os.environ.get("DYNSPEC_DEBUG"):
-            raise
-        sys.stderr.write(f"dynspec: internal error: {type(e).__name__}: {e} (set DYNSPEC_DEBUG=1 for the traceback)\n")
-        sys.exit(70)

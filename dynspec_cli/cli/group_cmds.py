@@ -207,7 +207,7 @@ def _watch(nodes, group, feature, timeout, stall_timeout, keep, detach, json_out
 
 
 def _load(opener, group: str, host: Optional[str]):
-    from dynspec_cli.cli.app import UsageError
+    from dynspec_cli.cli.errors import UsageError
     from dynspec_cli.run import group as G
 
     where = opener(host or "local")

@@ -14,30 +14,16 @@ GATE_EXIT = ("Exit codes: 0 the receipt says live and proven and the same server
              "patched files · 1 a check failed (one line says which) · 2 no readable receipt / bad input.")
 
 
-def _fail(msg: str, code: int = 2) -> typer.Exit:
-    sys.stderr.write(f"dynspec: error: {msg}\n")
-    return typer.Exit(code)
+def _fail(msg: str) -> typer.Exit:
+    from dynspec_cli.cli.errors import report
+
+    return typer.Exit(report(msg))
 
 
-class _bad_input:
-    """Known failures become one line on stderr and exit 2."""
+def _bad_input():
+    from dynspec_cli.cli.app import _errors
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, et, e, tb):
-        if et is None:
-            return False
-        from dynspec_cli.cli.app import UsageError
-        from dynspec_cli.evidence.scan import LogError
-        from dynspec_cli.knowledge.tables import ConfigError
-        from dynspec_cli.prove.plan import PlanError
-        from dynspec_cli.run.control import RunError
-        from dynspec_cli.transport import TransportError
-
-        if issubclass(et, (ConfigError, LogError, UsageError, RunError, TransportError, PlanError)):
-            raise _fail(str(e))
-        return False
+    return _errors()
 
 
 def prove(
@@ -63,7 +49,7 @@ def prove(
     batches up to the threshold and off above it. Writes a receipt next to the run record for
     `dynspec gate`."""
     from dynspec_cli.cli import runs
-    from dynspec_cli.cli.app import UsageError
+    from dynspec_cli.cli.errors import UsageError
     from dynspec_cli.knowledge.features import load_feature
     from dynspec_cli.prove import session
     from dynspec_cli.prove.plan import loopback_base

@@ -1,7 +1,8 @@
-"""`dynspec verify LOG`: the verdict from a log file, once or while it grows."""
+"""`dynspec verify LOG`: the verdict from a log file, once or while it grows. Benchmark scripts run
+it before every benchmark, so nothing here loads typer or rich unless a terminal is shown."""
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 from dynspec_cli.evidence.rules import Classifier
 from dynspec_cli.evidence.scan import Feeder, feed_file, open_log
@@ -44,3 +45,35 @@ def follow_file(path: str, feature: Feature, patched: list[str] | None, version:
         events = LocalHost().follow(path, 0)
     verdict, _why = judge_stream(events, feeder, timeout=timeout, on_update=on_update)
     return verdict
+
+
+def run_verify(log: str, *, json_out: bool = False, follow: bool = False, timeout: Optional[float] = None,
+               feature: Optional[str] = None, patched_class: Optional[Sequence[str]] = None,
+               sglang_version: Optional[str] = None) -> int:
+    """The whole command: judge, print the report (or JSON), return the exit code."""
+    from dynspec_cli.cli.errors import UsageError, report
+    from dynspec_cli.evidence.scan import LogError
+    from dynspec_cli.knowledge.features import load_feature
+    from dynspec_cli.knowledge.tables import ConfigError
+
+    patched = list(patched_class) if patched_class else None
+    try:
+        feat = load_feature(feature)
+        if timeout is not None and timeout <= 0:
+            raise UsageError("--timeout must be a positive number of seconds")
+        if follow:
+            v = follow_file(log, feat, patched, sglang_version, timeout=timeout)
+        else:
+            v = verify_file(log, feat, patched, sglang_version)
+    except (ConfigError, LogError, UsageError) as e:
+        return report(str(e))
+    doc = v.to_json()
+    if json_out:
+        from dynspec_cli.report.jsonout import emit
+
+        emit(doc)
+    else:
+        from dynspec_cli.report.console import render_verdict
+
+        render_verdict(doc, source=log)
+    return v.exit_code

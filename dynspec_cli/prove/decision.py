@@ -255,7 +255,7 @@ def conclude(steps: list[Step], threshold: int, expect_below: bool, *, verdict: 
         biggest = max(seen) if seen else None
         msg = (f"the running batch never exceeded the threshold (largest seen: {biggest}, threshold {threshold})"
                if biggest is not None else f"no evidence of the running batch above the threshold ({threshold})")
-        hint = f"add more concurrency (e.g. --steps 1,N,2N,4N) or a longer --duration"
+        hint = "add more concurrency (e.g. --steps 1,N,2N,4N) or a longer --duration"
         if max_running is not None and max_running <= threshold:
             hint = (f"max_running_requests={max_running} caps the batch at or below the threshold: pass "
                     f"--max-running-requests above {threshold} to the server")

@@ -1,11 +1,18 @@
 """The human report, flutter-doctor style: one line per fact with a mark, detail indented
-under it, and the exact fix to paste."""
+under it, and the exact fix to paste.
+
+Reports are built as lines of (text, style) spans, never as markup, so log text with brackets
+needs no escaping. On a terminal they are drawn with rich; when the output is a file or a pipe
+(benchmark scripts, CI logs) the same text is written directly, without loading rich: rich would
+print exactly that text there, and `dynspec verify` in a benchmark script starts faster."""
 from __future__ import annotations
 
-from typing import Any
+import os
+import sys
+from typing import Any, Iterable, Union
 
-from rich.console import Console
-from rich.markup import escape
+Span = Union[str, "tuple[str, str]"]  # plain text, or (text, rich style)
+Line = "list[Span]"
 
 MARK = {"live": ("✓", "green"), "dead": ("✗", "red"), "crashed": ("✗", "red"),
         "inconclusive": ("?", "yellow"), "reachable": ("✓", "green"), "unknown": ("?", "yellow")}
@@ -18,92 +25,137 @@ HEADLINE = {
 }
 
 
-def console(stderr: bool = False) -> Console:
+def console(stderr: bool = False):
+    from rich.console import Console
+
     return Console(stderr=stderr, highlight=False, soft_wrap=True)  # never break a command or a path
 
 
-def render_verdict(v: dict[str, Any], out: Console, *, source: str = "") -> None:
+def wants_rich(stream=None) -> bool:
+    """Whether rich would style this stream: a terminal, or colour forced as rich honours it."""
+    stream = stream or sys.stdout
+    if os.environ.get("FORCE_COLOR") or os.environ.get("TTY_COMPATIBLE") == "1":
+        return True
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def show(lines: Iterable[Line], out=None) -> None:
+    """Print report lines on `out` (a rich Console), or on stdout: with rich on a terminal, as
+    plain text otherwise."""
+    if out is None and wants_rich():
+        out = console()
+    if out is None:
+        sys.stdout.write("".join(plain(line) + "\n" for line in lines))
+        sys.stdout.flush()
+        return
+    from rich.text import Text
+
+    for line in lines:
+        out.print(Text.assemble(*line))
+
+
+def plain(line: Line) -> str:
+    return "".join(s if isinstance(s, str) else s[0] for s in line)
+
+
+def _fact(label: str, value: str, *detail: Span) -> Line:
+    return ["  ", (f"{label:<22}", "bold"), " ", value, *detail]
+
+
+def _finding(f: dict[str, Any], *, line_ref: bool) -> list[Line]:
+    smark, scol = SEV[f["severity"]]
+    head = ["  ", (smark, scol), " ", (f["code"], "bold"), f" {f['name']}: {f['message']}"]
+    if line_ref and f.get("line"):
+        head += [" ", (f"(line {f['line']})", "dim")]
+    out = [head]
+    if line_ref and f.get("text") and f["code"] not in ("DS304",):
+        out.append(["      ", (f"│ {f['text'][:240]}", "dim")])
+    if f.get("fix") and f["severity"] != "info":
+        out.append(["      ", ("fix:", "bold"), f" {f['fix']}"])
+    return out
+
+
+def verdict_lines(v: dict[str, Any], *, source: str = "") -> list[Line]:
     mark, colour = MARK[v["verdict"]]
-    out.print(f"[bold {colour}]{mark} {v['verdict'].upper()}[/] — {HEADLINE[v['verdict']]}"
-              f"  [dim](feature {escape(v['feature'])}{', ' + escape(source) if source else ''})[/]")
+    out: list[Line] = [[(f"{mark} {v['verdict'].upper()}", f"bold {colour}"), f" — {HEADLINE[v['verdict']]}  ",
+                        (f"(feature {v['feature']}{', ' + source if source else ''})", "dim")]]
     la = v.get("launch") or {}
     if la.get("of", 0) > 1:
-        out.print(f"  [dim]judging launch {la['index']} of {la['of']} in this file (from line {la.get('first_line')})[/]")
-    _fact(out, "sglang", v["sglang_version"] or "unknown")
-    _fact(out, "speculative algorithm", v["speculative_algorithm"] or "unknown")
+        out.append(["  ", (f"judging launch {la['index']} of {la['of']} in this file (from line {la.get('first_line')})", "dim")])
+    out.append(_fact("sglang", v["sglang_version"] or "unknown"))
+    out.append(_fact("speculative algorithm", v["speculative_algorithm"] or "unknown"))
     ov = v["overlap_schedule"]
-    _fact(out, "overlap scheduler", "unknown" if ov is None else ("on" if ov else "off"))
+    out.append(_fact("overlap scheduler", "unknown" if ov is None else ("on" if ov else "off")))
     w = v["worker"]
     if w.get("class"):
-        _fact(out, "worker", f"{w['class']}  [dim]({w['module']})[/]", raw=True)
+        out.append(_fact("worker", f"{w['class']}  ", (f"({w['module']})", "dim")))
         if w.get("basis"):
-            out.print(f"      [dim]because {escape(w['basis'])}[/]")
+            out.append(["      ", (f"because {w['basis']}", "dim")])
     elif w.get("candidates"):
-        _fact(out, "worker", "one of " + ", ".join(w["candidates"]))
+        out.append(_fact("worker", "one of " + ", ".join(w["candidates"])))
     else:
-        _fact(out, "worker", "unknown")
+        out.append(_fact("worker", "unknown"))
     m = v["marker"]
     if m["found"]:
         fields = ", ".join(f"{k}={val}" for k, val in m["fields"].items())
         ranks = f" on {', '.join(m['ranks'])}" if m.get("ranks") else ""
-        _fact(out, "marker", f"found at line {m['line']}{ranks}" + (f" ({fields})" if fields else ""))
+        out.append(_fact("marker", f"found at line {m['line']}{ranks}" + (f" ({fields})" if fields else "")))
     else:
-        _fact(out, "marker", "not found")
-    _fact(out, "server ready", "yes" if v["server_ready"] else "no")
+        out.append(_fact("marker", "not found"))
+    out.append(_fact("server ready", "yes" if v["server_ready"] else "no"))
     if v["crash"]:
-        c = v["crash"]
-        _fact(out, "crash", f"{c['exception']} at line {c['line']}")
+        out.append(_fact("crash", f"{v['crash']['exception']} at line {v['crash']['line']}"))
     if v["findings"]:
-        out.print()
+        out.append([])
     for f in v["findings"]:
-        smark, scol = SEV[f["severity"]]
-        where = f" [dim](line {f['line']})[/]" if f.get("line") else ""
-        out.print(f"  [{scol}]{smark}[/] [bold]{f['code']}[/] {escape(f['name'])}: {escape(f['message'])}{where}")
-        if f.get("text") and f["code"] not in ("DS304",):
-            out.print(f"      [dim]│ {escape(f['text'][:240])}[/]")
-        if f.get("fix") and f["severity"] != "info":
-            out.print(f"      [bold]fix:[/] {escape(f['fix'])}")
-    out.print(f"\n  [dim]exit {v['exit_code']} · dynspec explain CODE for details[/]")
+        out += _finding(f, line_ref=True)
+    out += [[], ["  ", (f"exit {v['exit_code']} · dynspec explain CODE for details", "dim")]]
+    return out
 
 
-def render_preflight(r: dict[str, Any], out: Console) -> None:
+def preflight_lines(r: dict[str, Any]) -> list[Line]:
     mark, colour = MARK[r["verdict"]]
     head = {"reachable": "the patched code is on the path of the worker that will run",
             "dead": "the patched code cannot run with this sglang, env and flags",
             "unknown": "could not determine it"}[r["verdict"]]
-    out.print(f"[bold {colour}]{mark} PREFLIGHT {r['verdict'].upper()}[/] — {head}")
-    _fact(out, "sglang", f"{r['sglang_version'] or 'unknown'}  ({r['sglang_path'] or 'not importable'})"
-                         + ("  editable" if r.get("editable") else ""))
+    out: list[Line] = [[(f"{mark} PREFLIGHT {r['verdict'].upper()}", f"bold {colour}"), f" — {head}"]]
+    out.append(_fact("sglang", f"{r['sglang_version'] or 'unknown'}  ({r['sglang_path'] or 'not importable'})"
+                               + ("  editable" if r.get("editable") else "")))
     w = r["worker"]
-    _fact(out, "worker", f"{w['class']}  ({w['module']})" if w.get("class") else "unknown")
+    out.append(_fact("worker", f"{w['class']}  ({w['module']})" if w.get("class") else "unknown"))
     if w.get("basis"):
-        out.print(f"      [dim]{escape(w['basis'])}[/]")
+        out.append(["      ", (w["basis"], "dim")])
     ov = r["overlap_schedule"]
-    _fact(out, "overlap scheduler", "unknown" if ov is None else ("on" if ov else "off"))
+    out.append(_fact("overlap scheduler", "unknown" if ov is None else ("on" if ov else "off")))
     for p in r["patched"] or []:
-        _fact(out, "patch", f"{p.get('class') or '?'}.{p.get('function') or '?'} at {p.get('file')}:{p.get('line')}")
+        out.append(_fact("patch", f"{p.get('class') or '?'}.{p.get('function') or '?'} at {p.get('file')}:{p.get('line')}"))
     if not r["patched"]:
-        _fact(out, "patch", "not found in this install")
+        out.append(_fact("patch", "not found in this install"))
     if r["findings"]:
-        out.print()
+        out.append([])
     for f in r["findings"]:
-        smark, scol = SEV[f["severity"]]
-        out.print(f"  [{scol}]{smark}[/] [bold]{f['code']}[/] {escape(f['name'])}: {escape(f['message'])}")
-        if f.get("fix") and f["severity"] != "info":
-            out.print(f"      [bold]fix:[/] {escape(f['fix'])}")
+        out += _finding(f, line_ref=False)
     if r.get("probe_command") and r["verdict"] == "reachable":
-        out.print(f"\n  [bold]to start it yourself with the in-server probe:[/]\n  {escape(r['probe_command'])}")
+        out += [[], ["  ", ("to start it yourself with the in-server probe:", "bold")], [f"  {r['probe_command']}"]]
     t = (r.get("timings") or {}).get("total")
-    out.print(f"\n  [dim]exit {r['exit_code']}{f' · inspected in {t:.2f} s' if t else ''} · dynspec explain CODE for details[/]")
+    out += [[], ["  ", (f"exit {r['exit_code']}{f' · inspected in {t:.2f} s' if t else ''} · dynspec explain CODE for details", "dim")]]
+    return out
 
 
-def _fact(out: Console, label: str, value: str, raw: bool = False) -> None:
-    out.print(f"  [bold]{label:<22}[/] {value if raw else escape(value)}")
+def finding_doc_lines(code: str, d: Any) -> list[Line]:
+    _smark, scol = SEV[d.severity]
+    return [[(code, "bold"), f" {d.name}  ", (d.severity, scol)],
+            [], [("What it does", "bold")], [f"  {d.what}"],
+            [], [("Why this matters", "bold")], [f"  {d.why}"],
+            [], [("How to fix", "bold")], [f"  {d.fix}"]]
 
 
-def render_finding_doc(code: str, d: Any, out: Console) -> None:
-    smark, scol = SEV[d.severity]
-    out.print(f"[bold]{code}[/] {d.name}  [{scol}]{d.severity}[/]")
-    out.print(f"\n[bold]What it does[/]\n  {escape(d.what)}")
-    out.print(f"\n[bold]Why this matters[/]\n  {escape(d.why)}")
-    out.print(f"\n[bold]How to fix[/]\n  {escape(d.fix)}")
+def render_verdict(v: dict[str, Any], out=None, *, source: str = "") -> None:
+    show(verdict_lines(v, source=source), out)
+
+
+def render_preflight(r: dict[str, Any], out=None) -> None:
+    show(preflight_lines(r), out)

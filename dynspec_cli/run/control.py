@@ -73,22 +73,6 @@ def health(host: Host, python: str, port: int) -> tuple[bool, str]:
     return text.endswith(" 200"), text
 
 
-def probe_targets(feature: Feature, preflight_result: Optional[dict], patched: list[str] | None) -> list[dict]:
-    """What the in-server probe instruments: where preflight found the patch, else the feature's
-    usual location (module-relative, so it resolves in whatever sglang the server imports)."""
-    found = [p for p in (preflight_result or {}).get("patched") or [] if p.get("file")]
-    if found:
-        return [{"file": p["file"], "class": p.get("class"), "function": p.get("function"),
-                 "lines": [p["line"]] if p.get("line") else []} for p in found]
-    out = []
-    for loc in feature.patch:
-        if patched and loc.cls not in patched:
-            continue
-        out.append({"file": f"sglang/srt/speculative/{loc.module.replace('.', '/')}.py", "class": loc.cls,
-                    "function": loc.function, "lines": []})
-    return out
-
-
 def probe_env_on(host: Host, python: str, targets: list[dict], profile_env: dict[str, str]) -> dict[str, str]:
     """Put the probe folder on the host (a versioned copy under ~/.dynspec/probe/ for remote hosts)
     and return the environment additions that inject it."""

@@ -25,6 +25,7 @@ from typing import Any, Callable, Optional
 
 import msgspec
 
+from dynspec_cli import probe_setup
 from dynspec_cli.knowledge.tables import ConfigError
 from dynspec_cli.run import control, records
 from dynspec_cli.run.control import RunError
@@ -426,7 +427,7 @@ def _start_nodes(spec, nodes: list[Node], feature, *, replace, preflight_result,
         try:
             extra = None
             if probe:
-                targets = control.probe_targets(feature, pre_nodes[n.rank], n.prof.patched_class or None)
+                targets = probe_setup.probe_targets(feature, pre_nodes[n.rank], n.prof.patched_class or None)
                 extra = control.probe_env_on(n.host, n.prof.python, targets, n.prof.env) if targets else None
             n.rec = control.start(n.host, n.prof, feature, replace=replace, sglang_version=version, extra_env=extra)
         except BaseException as e:  # noqa: BLE001

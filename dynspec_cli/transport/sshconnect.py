@@ -1,6 +1,7 @@
 """Reaching an SSH host with paramiko the way OpenSSH would: ssh_config, ProxyJump, known_hosts.
 
-This module imports paramiko (~270 ms); `ssh.SSHHost` imports it only when it first connects.
+This module imports paramiko (~170 ms, invoke deferred: see _defer_import); `ssh.SSHHost` imports
+it only when it first connects.
 
 What is honoured from ssh_config (`Include` is inlined first, since paramiko does not do it):
 Host aliases/patterns, HostName, User, Port, IdentityFile, IdentitiesOnly, ProxyJump (comma
@@ -16,13 +17,41 @@ from __future__ import annotations
 
 import getpass
 import glob
+import importlib
+import importlib.util
 import os
 import re
 import socket
+import sys
 import time
+import types
 from dataclasses import dataclass, field
 
-import paramiko
+
+def _defer_import(name: str) -> None:
+    """Let `import name` succeed at once and load the real module at its first attribute access.
+    paramiko.config imports invoke (~100 ms with its vendored yaml and unittest.mock, a tenth of
+    preflight's SSH budget) only to run `Match exec` lines. importlib.util.LazyLoader does not do
+    here: the import statement itself reads the module's __spec__, which loads it."""
+    if name in sys.modules:
+        return
+    spec = importlib.util.find_spec(name)
+    if spec is None:
+        return
+    stand_in = types.ModuleType(name)
+    stand_in.__spec__ = spec
+
+    def load(attr):
+        if sys.modules.get(name) is stand_in:
+            del sys.modules[name]
+        return getattr(importlib.import_module(name), attr)
+
+    stand_in.__getattr__ = load  # PEP 562: called for any attribute the stand-in lacks
+    sys.modules[name] = stand_in
+
+
+_defer_import("invoke")
+import paramiko  # noqa: E402
 
 from dynspec_cli.transport.errors import (
     AuthFailed,

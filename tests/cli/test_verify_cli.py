@@ -1,16 +1,14 @@
 """The installed `dynspec` command, run as a user runs it (a real subprocess)."""
 import json
 import os
-import shutil
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.support.logs import MARKER, READY, dump, ts, warning_text
+from tests.support.logs import MARKER, ts, warning_text
 
 DYNSPEC = [sys.executable, "-m", "dynspec_cli"]
 SEED_LINE = ("[2026-02-27 19:49:17] WARNING server_args.py:2386: " + warning_text("overlap-off-spec-v2-off")
@@ -151,16 +149,20 @@ def test_demo_shows_dead_then_live():
     assert docs[0]["worker"]["class"] == "EAGLEWorker" and docs[1]["worker"]["class"] == "EAGLEWorkerV2"
 
 
-def test_start_up_does_not_import_sglang_or_paramiko(tmp_path):
+@pytest.mark.parametrize("extra", [["--json"], []], ids=["json", "report"])
+def test_verify_start_up_imports_nothing_heavy(tmp_path, extra):
+    """The benchmark-script gate loads neither sglang nor paramiko, and not even typer or rich
+    (the report goes to a pipe here, as in a benchmark script)."""
     log = tmp_path / "s.log"
     log.write_text(SEED_LINE)
-    code = ("import sys, runpy; sys.argv=['dynspec','verify',%r,'--json']\n"
+    code = ("import sys, runpy; sys.argv=['dynspec','verify',%r,*%r]\n"
             "try:\n runpy.run_module('dynspec_cli', run_name='__main__')\n"
-            "except SystemExit: pass\n"
-            "bad=[m for m in ('sglang','paramiko','torch') if m in sys.modules]\n"
-            "sys.stderr.write('IMPORTED:'+','.join(bad))" % str(log))
+            "except SystemExit as e: sys.stderr.write('EXIT:%%s ' %% e.code)\n"
+            "bad=[m for m in ('sglang','paramiko','torch','typer','rich') if m in sys.modules]\n"
+            "sys.stderr.write('IMPORTED:'+','.join(bad))" % (str(log), extra))
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert r.stderr.strip().endswith("IMPORTED:"), r.stderr
+    assert r.stderr.strip().endswith("EXIT:1 IMPORTED:"), r.stderr
+    assert "EAGLEWorker" in r.stdout
 
 
 def test_readme_findings_table_is_the_registry():

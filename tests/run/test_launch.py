@@ -1,7 +1,6 @@
 """`dynspec launch / watch / stop / status` end to end, locally and over a real sshd, with the
 GPU-server stand-in as the only stand-in."""
 import json
-import os
 import signal
 import socket
 import subprocess
@@ -11,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.run.helpers import DYNSPEC, cleanup, dynspec, free_port, group_alive, record, wait_for, write_profile
+from tests.run.helpers import DYNSPEC, cleanup, dynspec, group_alive, record, wait_for, write_profile
 
 
 @pytest.fixture

@@ -1,0 +1,129 @@
+"""The `dynspec` entry point: verify's fast parser agrees with the typer command it stands in for,
+usage errors are one line with exit 2, and the plain report is exactly what rich would print."""
+import io
+import subprocess
+import sys
+
+import pytest
+import typer.main
+
+from dynspec_cli.cli.app import app
+from dynspec_cli.cli.main import VERIFY_OPTIONS, parse_verify
+from dynspec_cli.report import console as report
+
+DYNSPEC = [sys.executable, "-m", "dynspec_cli"]
+
+
+def verify_command():
+    return typer.main.get_command(app).commands["verify"]
+
+
+def typer_params(args):
+    """What typer parses from these arguments (only values that differ from the defaults)."""
+    cmd = verify_command()
+    ctx = cmd.make_context("verify", list(args))
+    defaults = {p.name: p.get_default(ctx) for p in cmd.params}
+    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in ctx.params.items()
+            if v != defaults[k] and v not in (None, ())}
+
+
+def test_the_fast_table_is_the_typer_command():
+    """Every option of the typer command, with the same spelling, parameter and kind; nothing more."""
+    kinds = {}
+    for p in verify_command().params:
+        if p.param_type_name == "argument":
+            assert p.name == "log"
+            continue
+        kind = ("flag" if p.is_flag else "texts" if p.multiple else
+                "number" if p.type.name == "float" else "text")
+        assert p.type.name in ("boolean", "float", "str", "text"), p.type.name
+        for spelling in [*p.opts, *p.secondary_opts]:
+            kinds[spelling] = (p.name, kind)
+    assert kinds == VERIFY_OPTIONS
+
+
+@pytest.mark.parametrize("args", [
+    ["a.log"],
+    ["--json", "a.log"],
+    ["a.log", "--json", "-f", "--timeout", "2.5"],
+    ["--follow", "--timeout=7", "a.log", "--feature", "x.toml"],
+    ["--patched-class", "A", "--patched-class=B", "a.log", "--sglang-version", "0.5.9"],
+    ["--timeout", "-1", "a.log"],
+    ["--feature", "--json", "a.log"],  # an option's value may look like an option, as in click
+    ["--", "-weird.log"],
+    ["-"],
+])
+def test_fast_parse_equals_typer(args):
+    assert parse_verify(args) == typer_params(args)
+
+
+@pytest.mark.parametrize("args", [
+    ["--help"], [], ["a.log", "b.log"], ["--bogus", "a.log"], ["--timeout", "abc", "a.log"],
+    ["--timeout"], ["--json=1", "a.log"], ["-fj", "a.log"],
+])
+def test_everything_else_goes_to_typer(args):
+    assert parse_verify(args) is None
+
+
+def run(*args, **kw):
+    return subprocess.run(DYNSPEC + list(args), capture_output=True, text=True, timeout=60, **kw)
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["verify", "--bogus", "x.log"], "No such option: --bogus (see: dynspec verify --help)"),
+    (["verify", "--timeout", "soon", "x.log"], "'soon' is not a valid float"),
+    (["verify"], "Missing argument 'log'"),
+    (["nosuch"], "No such command 'nosuch'"),
+    (["launch"], "Missing argument 'profile'"),
+])
+def test_usage_errors_are_one_line_exit_2(args, needle):
+    r = run(*args)
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("dynspec: error: ") and needle in r.stderr, r.stderr
+
+
+def test_no_arguments_prints_the_help():
+    r = run()
+    assert r.returncode == 2 and r.stdout.startswith("Usage: dynspec ") and "verify" in r.stdout
+
+
+def test_help_still_comes_from_typer():
+    r = run("verify", "--help")
+    assert r.returncode == 0 and "--patched-class" in r.stdout and "Exit codes" in r.stdout
+
+
+DOCS = [
+    {"verdict": "dead", "exit_code": 1, "feature": "dynamic-spec-disable", "sglang_version": "0.5.9",
+     "speculative_algorithm": "EAGLE3", "overlap_schedule": False, "launch": {"index": 2, "of": 2, "first_line": 40},
+     "worker": {"class": "EAGLEWorker", "module": "sglang.srt.speculative.eagle_worker", "basis": "per line [1] :smile:"},
+     "marker": {"found": False}, "server_ready": False,
+     "crash": {"exception": "RuntimeError", "line": 9},
+     "findings": [{"severity": "error", "code": "DS201", "name": "n", "message": "m [bold]x[/] \\[y]", "line": 3,
+                   "text": "[2026-02-27 19:49:17 TP0] [red]not markup[/red]", "fix": "export A=1"},
+                  {"severity": "info", "code": "DS304", "name": "i", "message": "m", "fix": "nothing"}]},
+    {"verdict": "live", "exit_code": 0, "feature": "f", "sglang_version": None, "speculative_algorithm": None,
+     "overlap_schedule": None, "worker": {"candidates": ["A", "B"]},
+     "marker": {"found": True, "line": 7, "fields": {"threshold": "5"}, "ranks": ["TP0", "TP1"]},
+     "server_ready": True, "crash": None, "findings": []},
+]
+
+
+@pytest.mark.parametrize("doc", DOCS)
+def test_plain_report_is_what_rich_prints_off_a_terminal(doc, capsys):
+    from rich.console import Console
+
+    lines = report.verdict_lines(doc, source="s [x].log")
+    buf = io.StringIO()
+    report.show(lines, Console(file=buf, force_terminal=False, highlight=False, soft_wrap=True, width=40))
+    report.show(lines)  # stdout is captured: not a terminal
+    assert capsys.readouterr().out == buf.getvalue()
+    if doc["findings"]:  # log text and messages are text, never markup or emoji codes
+        assert "[red]not markup[/red]" in buf.getvalue() and ":smile:" in buf.getvalue()
+
+
+def test_rich_is_used_on_a_terminal_or_when_colour_is_forced(monkeypatch):
+    monkeypatch.delenv("FORCE_COLOR", raising=False)
+    monkeypatch.delenv("TTY_COMPATIBLE", raising=False)
+    assert report.wants_rich(io.StringIO()) is False
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    assert report.wants_rich(io.StringIO()) is True
