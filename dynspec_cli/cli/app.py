@@ -98,53 +98,12 @@ def preflight(
 ) -> None:
     """Before launch: which worker class will run, and whether the patched code is on its path.
     Seconds, no GPU: reads the installed sglang with the server's own python."""
-    from dynspec_cli.cli import runs
-    from dynspec_cli.run.profiles import load_profile, with_overrides
-    from dynspec_cli.verdict import preflight as pf
+    from dynspec_cli.cli.preflight import run_preflight
 
-    with _errors():
-        extra = list(ctx.args)
-        if profile is not None and profile.startswith("--"):
-            extra.insert(0, profile)
-            profile = None
-        if profile is not None:
-            prof = with_overrides(load_profile(profile), host=host, env=env)
-            flags = prof.argv()[3:] + extra
-            target_spec, py, env_map = prof.host, python or prof.python, dict(prof.env)
-            feat = load_feature(feature or prof.feature)
-            classes = patched_class or prof.patched_class or None
-        else:
-            target_spec, py, feat, classes = host or "local", python or "python3", load_feature(feature), patched_class
-            env_map = {}
-            for item in env or []:
-                k, eq, v = item.partition("=")
-                if not eq or not k:
-                    raise UsageError(f"--env {item!r}: expected NAME=VALUE")
-                env_map[k] = v
-            flags = extra
-        diff = None
-        if patch is not None:
-            try:
-                diff = open(patch, encoding="utf-8").read()
-            except OSError as e:
-                raise UsageError(f"{patch}: cannot read the diff: {e.strerror}")
-        with runs.open_target(target_spec, ssh_config, known_hosts, accept_new_host_key, py) as target:
-            result = pf.run(target, py, feat, flags, env_map, patched=classes, patch_diff=diff, dynamic=dynamic)
-        if result["patched"]:
-            from dynspec_cli import probe_setup
-
-            # for servers started by hand (the probe folder must exist on that host: dynspec launch copies it)
-            result["probe_command"] = probe_setup.one_liner(
-                probe_setup.probe_targets(feat, result, classes), command=[py, "-m", "sglang.launch_server", *flags])
-    if json_out:
-        from dynspec_cli.report.jsonout import emit
-
-        emit(result)
-    else:
-        from dynspec_cli.report.console import render_preflight
-
-        render_preflight(result)
-    raise typer.Exit(result["exit_code"])
+    raise typer.Exit(run_preflight(
+        profile, ctx.args, host=host, python=python, env=env, feature=feature, patch=patch,
+        patched_class=patched_class, dynamic=dynamic, json_out=json_out, ssh_config=ssh_config,
+        known_hosts=known_hosts, accept_new_host_key=accept_new_host_key))
 
 
 # SSH options every host-touching command takes.

@@ -1,46 +1,81 @@
 """The `dynspec` command's entry point.
 
-`dynspec verify` is the gate benchmark scripts run before every benchmark
-(`dynspec verify --follow server.log && python -m sglang.bench_serving ...`), so its usual forms
-are parsed here without importing typer, which alone takes a quarter of verify's 0.2 s budget.
-Any form this parser does not fully understand (--help, an unknown or malformed option, a value
-that is not a number) goes to the full typer app, which prints its usual help or error.
-tests/cli/test_entry.py checks VERIFY_OPTIONS against the typer command, option by option."""
+The two gates, `dynspec verify` (run by benchmark scripts before every benchmark:
+`dynspec verify --follow server.log && python -m sglang.bench_serving ...`) and `dynspec preflight`
+(run before every launch), have start-up budgets of 0.2 s and 0.5 s; typer alone takes ~80 ms of
+them. So their usual forms are parsed here, from the tables below, and typer is never imported.
+Any form these tables do not fully cover (--help, an unknown or malformed option, a value that is
+not a number, preflight's server flags without `--`) goes to the full typer app, which prints its
+usual help or error. tests/cli/test_entry.py checks each table against its typer command."""
 from __future__ import annotations
 
+import importlib
 import os
 import sys
-from typing import Optional, Sequence
+from typing import NamedTuple, Optional, Sequence
 
-# verify's options: spelling -> (parameter, kind); kind: flag | text | number | texts (repeatable)
-VERIFY_OPTIONS = {
-    "--json": ("json_out", "flag"),
-    "--follow": ("follow", "flag"),
-    "-f": ("follow", "flag"),
-    "--timeout": ("timeout", "number"),
-    "--feature": ("feature", "text"),
-    "--patched-class": ("patched_class", "texts"),
-    "--sglang-version": ("sglang_version", "text"),
+# kinds of option: flag | text | number | texts (repeatable)
+SSH_OPTIONS = {
+    "--ssh-config": ("ssh_config", "text"),
+    "--known-hosts": ("known_hosts", "text"),
+    "--accept-new-host-key": ("accept_new_host_key", "flag"),
 }
 
 
-def parse_verify(args: Sequence[str]) -> Optional[dict]:
-    """verify's arguments as keyword arguments of run_verify, or None to let typer handle them."""
+class Fast(NamedTuple):
+    options: dict  # spelling -> (parameter, kind)
+    positional: tuple  # parameter names, in order
+    required: int  # how many of them must be given
+    passthrough: bool  # whether `--` starts the sglang server flags (parameter `extra`)
+    run: str  # module:function, called with the parameters as keywords; returns the exit code
+
+
+FAST = {
+    "verify": Fast({
+        "--json": ("json_out", "flag"),
+        "--follow": ("follow", "flag"),
+        "-f": ("follow", "flag"),
+        "--timeout": ("timeout", "number"),
+        "--feature": ("feature", "text"),
+        "--patched-class": ("patched_class", "texts"),
+        "--sglang-version": ("sglang_version", "text"),
+    }, ("log",), 1, False, "dynspec_cli.cli.verify:run_verify"),
+    "preflight": Fast({
+        "--host": ("host", "text"),
+        "--python": ("python", "text"),
+        "--env": ("env", "texts"),
+        "--feature": ("feature", "text"),
+        "--patch": ("patch", "text"),
+        "--patched-class": ("patched_class", "texts"),
+        "--dynamic": ("dynamic", "flag"),
+        "--json": ("json_out", "flag"),
+        **SSH_OPTIONS,
+    }, ("profile",), 0, True, "dynspec_cli.cli.preflight:run_preflight"),
+}
+
+
+def parse(fast: Fast, args: Sequence[str]) -> Optional[dict]:
+    """The command's parameters as keywords, or None to let typer handle these arguments."""
     kw: dict = {}
     positional: list[str] = []
     rest = list(args)
     while rest:
         arg = rest.pop(0)
         if arg == "--":
-            positional += rest
+            if not fast.passthrough:
+                positional += rest
+            elif rest and not positional and not rest[0].startswith("--"):
+                return None  # typer would read it as the positional argument
+            else:
+                kw["extra"] = rest
             break
         if not arg.startswith("-") or arg == "-":
             positional.append(arg)
             continue
         spelling, eq, value = arg.partition("=")
-        if spelling not in VERIFY_OPTIONS:
+        if spelling not in fast.options:
             return None
-        param, kind = VERIFY_OPTIONS[spelling]
+        param, kind = fast.options[spelling]
         if kind == "flag":
             if eq:
                 return None
@@ -59,21 +94,22 @@ def parse_verify(args: Sequence[str]) -> Optional[dict]:
             kw.setdefault(param, []).append(value)
         else:
             kw[param] = value
-    if len(positional) != 1:
+    if not fast.required <= len(positional) <= len(fast.positional):
         return None
-    return {"log": positional[0], **kw}
+    kw.update(zip(fast.positional, positional))
+    return kw
 
 
 def main() -> None:
     try:
         args = sys.argv[1:]
-        kw = parse_verify(args[1:]) if args[:1] == ["verify"] else None
+        fast = FAST.get(args[0]) if args else None
+        kw = parse(fast, args[1:]) if fast else None
         if kw is None:
             code = run_app()
         else:
-            from dynspec_cli.cli.verify import run_verify
-
-            code = run_verify(**kw)
+            module, _, func = fast.run.partition(":")
+            code = getattr(importlib.import_module(module), func)(**kw)
     except KeyboardInterrupt:
         sys.stderr.write("dynspec: interrupted\n")
         sys.exit(130)

@@ -1,5 +1,6 @@
-"""The `dynspec` entry point: verify's fast parser agrees with the typer command it stands in for,
-usage errors are one line with exit 2, and the plain report is exactly what rich would print."""
+"""The `dynspec` entry point: the fast parsers of verify and preflight agree with the typer commands
+they stand in for, usage errors are one line with exit 2, and the plain report is exactly what rich
+would print."""
 import io
 import subprocess
 import sys
@@ -8,61 +9,83 @@ import pytest
 import typer.main
 
 from dynspec_cli.cli.app import app
-from dynspec_cli.cli.main import VERIFY_OPTIONS, parse_verify
+from dynspec_cli.cli.main import FAST, parse
 from dynspec_cli.report import console as report
 
 DYNSPEC = [sys.executable, "-m", "dynspec_cli"]
 
 
-def verify_command():
-    return typer.main.get_command(app).commands["verify"]
+def typer_command(name):
+    return typer.main.get_command(app).commands[name]
 
 
-def typer_params(args):
-    """What typer parses from these arguments (only values that differ from the defaults)."""
-    cmd = verify_command()
-    ctx = cmd.make_context("verify", list(args))
+def typer_params(name, args):
+    """What typer parses from these arguments (only values that differ from the defaults; the
+    server flags of preflight as `extra`, as the command reads them)."""
+    cmd = typer_command(name)
+    ctx = cmd.make_context(name, list(args))
     defaults = {p.name: p.get_default(ctx) for p in cmd.params}
-    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in ctx.params.items()
-            if v != defaults[k] and v not in (None, ())}
+    out = {k: (list(v) if isinstance(v, tuple) else v) for k, v in ctx.params.items()
+           if v != defaults[k] and v not in (None, ())}
+    extra = list(ctx.args)
+    if str(out.get("profile", "")).startswith("--"):  # run_preflight moves it back to the flags
+        extra.insert(0, out.pop("profile"))
+    if extra:
+        out["extra"] = extra
+    return out
 
 
-def test_the_fast_table_is_the_typer_command():
+@pytest.mark.parametrize("name", sorted(FAST))
+def test_the_fast_table_is_the_typer_command(name):
     """Every option of the typer command, with the same spelling, parameter and kind; nothing more."""
-    kinds = {}
-    for p in verify_command().params:
+    fast = FAST[name]
+    kinds, positional = {}, []
+    for p in typer_command(name).params:
         if p.param_type_name == "argument":
-            assert p.name == "log"
+            positional.append(p.name)
             continue
         kind = ("flag" if p.is_flag else "texts" if p.multiple else
                 "number" if p.type.name == "float" else "text")
         assert p.type.name in ("boolean", "float", "str", "text"), p.type.name
-        for spelling in [*p.opts, *p.secondary_opts]:
+        assert not p.secondary_opts, "a --no-x form the fast parser would not know"
+        for spelling in p.opts:
             kinds[spelling] = (p.name, kind)
-    assert kinds == VERIFY_OPTIONS
+    assert kinds == fast.options
+    assert tuple(positional) == fast.positional
+    assert fast.passthrough == bool(typer_command(name).context_settings.get("allow_extra_args"))
 
 
-@pytest.mark.parametrize("args", [
-    ["a.log"],
-    ["--json", "a.log"],
-    ["a.log", "--json", "-f", "--timeout", "2.5"],
-    ["--follow", "--timeout=7", "a.log", "--feature", "x.toml"],
-    ["--patched-class", "A", "--patched-class=B", "a.log", "--sglang-version", "0.5.9"],
-    ["--timeout", "-1", "a.log"],
-    ["--feature", "--json", "a.log"],  # an option's value may look like an option, as in click
-    ["--", "-weird.log"],
-    ["-"],
+@pytest.mark.parametrize("name, args", [
+    ("verify", ["a.log"]),
+    ("verify", ["--json", "a.log"]),
+    ("verify", ["a.log", "--json", "-f", "--timeout", "2.5"]),
+    ("verify", ["--follow", "--timeout=7", "a.log", "--feature", "x.toml"]),
+    ("verify", ["--patched-class", "A", "--patched-class=B", "a.log", "--sglang-version", "0.5.9"]),
+    ("verify", ["--timeout", "-1", "a.log"]),
+    ("verify", ["--feature", "--json", "a.log"]),  # an option's value may look like an option, as in click
+    ("verify", ["--", "-weird.log"]),
+    ("verify", ["-"]),
+    ("preflight", ["--python", "/venv/bin/python", "--json", "--", "--speculative-algorithm", "EAGLE3", "--tp", "8"]),
+    ("preflight", ["my.toml", "--host", "gpu1", "--env", "A=1", "--env=B=2", "--", "--tp", "8", "--json"]),
+    ("preflight", ["--host", "u@h:2222", "--ssh-config", "cfg", "--known-hosts", "kh", "--accept-new-host-key",
+                   "--patch", "p.diff", "--patched-class", "X", "--dynamic", "--feature", "f"]),
+    ("preflight", ["my.toml"]),
+    ("preflight", []),
+    ("preflight", ["my.toml", "--", "8"]),
 ])
-def test_fast_parse_equals_typer(args):
-    assert parse_verify(args) == typer_params(args)
+def test_fast_parse_equals_typer(name, args):
+    assert parse(FAST[name], args) == typer_params(name, args)
 
 
-@pytest.mark.parametrize("args", [
-    ["--help"], [], ["a.log", "b.log"], ["--bogus", "a.log"], ["--timeout", "abc", "a.log"],
-    ["--timeout"], ["--json=1", "a.log"], ["-fj", "a.log"],
+@pytest.mark.parametrize("name, args", [
+    ("verify", ["--help"]), ("verify", []), ("verify", ["a.log", "b.log"]), ("verify", ["--bogus", "a.log"]),
+    ("verify", ["--timeout", "abc", "a.log"]), ("verify", ["--timeout"]), ("verify", ["--json=1", "a.log"]),
+    ("verify", ["-fj", "a.log"]),
+    ("preflight", ["--help"]), ("preflight", ["--speculative-algorithm", "EAGLE3"]),  # server flags without --
+    ("preflight", ["a.toml", "b.toml"]), ("preflight", ["--", "8"]), ("preflight", ["--python"]),
 ])
-def test_everything_else_goes_to_typer(args):
-    assert parse_verify(args) is None
+def test_everything_else_goes_to_typer(name, args):
+    assert parse(FAST[name], args) is None
 
 
 def run(*args, **kw):
@@ -127,3 +150,17 @@ def test_rich_is_used_on_a_terminal_or_when_colour_is_forced(monkeypatch):
     assert report.wants_rich(io.StringIO()) is False
     monkeypatch.setenv("FORCE_COLOR", "1")
     assert report.wants_rich(io.StringIO()) is True
+
+
+def test_preflight_start_up_imports_nothing_heavy():
+    """preflight in its usual form (server flags after --) loads neither typer nor rich, and no
+    paramiko for a local target; here the interpreter has no sglang, so the verdict is dead."""
+    code = ("import sys, runpy; sys.argv=['dynspec','preflight','--python',sys.executable,'--json','--',"
+            "'--speculative-algorithm','EAGLE3']\n"
+            "try:\n runpy.run_module('dynspec_cli', run_name='__main__')\n"
+            "except SystemExit as e: sys.stderr.write('EXIT:%s ' % e.code)\n"
+            "bad=[m for m in ('sglang','paramiko','typer','rich') if m in sys.modules]\n"
+            "sys.stderr.write('IMPORTED:'+','.join(bad))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.stderr.strip().endswith("EXIT:1 IMPORTED:"), r.stderr
+    assert '"DS210"' in r.stdout
