@@ -1,5 +1,6 @@
 """dynspec's command line (typer). Commands import what they need when they run, and sglang is
-never imported here; the usual forms of `dynspec verify` do not even come here (cli/main.py)."""
+never imported here. The usual forms of the two gates, verify and preflight, do not even come
+here: cli/main.py runs them without loading typer."""
 from __future__ import annotations
 
 import sys

@@ -51,10 +51,8 @@ def run_verify(log: str, *, json_out: bool = False, follow: bool = False, timeou
                feature: Optional[str] = None, patched_class: Optional[Sequence[str]] = None,
                sglang_version: Optional[str] = None) -> int:
     """The whole command: judge, print the report (or JSON), return the exit code."""
-    from dynspec_cli.cli.errors import UsageError, report
-    from dynspec_cli.evidence.scan import LogError
+    from dynspec_cli.cli.errors import UsageError, known_errors, report
     from dynspec_cli.knowledge.features import load_feature
-    from dynspec_cli.knowledge.tables import ConfigError
 
     patched = list(patched_class) if patched_class else None
     try:
@@ -65,7 +63,7 @@ def run_verify(log: str, *, json_out: bool = False, follow: bool = False, timeou
             v = follow_file(log, feat, patched, sglang_version, timeout=timeout)
         else:
             v = verify_file(log, feat, patched, sglang_version)
-    except (ConfigError, LogError, UsageError) as e:
+    except known_errors() as e:
         return report(str(e))
     doc = v.to_json()
     if json_out:

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Iterable, Union
+from typing import Any, Iterable, List, Tuple, Union
 
-Span = Union[str, "tuple[str, str]"]  # plain text, or (text, rich style)
-Line = "list[Span]"
+Span = Union[str, Tuple[str, str]]  # plain text, or (text, rich style)
+Line = List[Span]
 
 MARK = {"live": ("✓", "green"), "dead": ("✗", "red"), "crashed": ("✗", "red"),
         "inconclusive": ("?", "yellow"), "reachable": ("✓", "green"), "unknown": ("?", "yellow")}
