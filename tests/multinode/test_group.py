@@ -169,3 +169,35 @@ def test_ssh_to_one_node_dropping_mid_watch_loses_no_line(tmp_path, netns_lab, g
     assert "Dynamic speculation disable enabled" in lines[marker["line"] - 1]
     assert lines[marker["line"] - 1] == marker["text"]
     assert group(netns_lab, "stop", gname).returncode == 0
+
+
+@pytest.mark.parametrize("detach", [False, True], ids=["stop", "detach"])
+def test_ctrl_c_during_group_watch(tmp_path, netns_lab, gname, detach):
+    """Ctrl-C while the group starts: every node is stopped and confirmed gone, or with --detach
+    every node keeps running and the re-attach command is printed. Nothing is left half-way."""
+    import signal
+
+    prof = write_group_profile(tmp_path / "g.toml", gname, hosts(netns_lab, 2), env={"STANDIN_HANG_AT": "weights"})
+    proc = subprocess.Popen(group_cmd(netns_lab, "launch", str(prof), "--no-preflight", "--no-probe",
+                                      *(["--detach"] if detach else [])),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert wait_for(lambda: all((Path.home() / ".dynspec" / "runs" / f"{gname}-n{r}.json").exists()
+                                    for r in range(2)), 60)
+        ids = pgids(gname, 2)
+        assert wait_for(lambda: all(group_alive(p) for p in ids), 30)
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err[-3000:]
+    if detach:
+        assert f"dynspec group watch {gname}" in out
+        assert all(group_alive(p) for p in ids)
+        s = group(netns_lab, "stop", gname, "--host", "node0")
+        assert s.returncode == 0 and "no process remains on any host" in s.stdout, s.stderr
+    else:
+        assert "no process remains on any node" in out, out
+    assert not any(group_alive(p) for p in ids)
