@@ -40,6 +40,7 @@ def prove(
     feature: Optional[str] = typer.Option(None, "--feature", help="Feature name or .toml (default: the run's; with --url dynamic-spec-disable)."),
     log: Optional[str] = typer.Option(None, "--log", help="With --url: the server's log on this machine (Decode batch lines, verdict)."),
     patched_file: Optional[List[str]] = typer.Option(None, "--patched-file", help="A patched file to hash into the receipt (repeatable; default: the files holding the feature's marker under the imported sglang)."),
+    api_key_env: Optional[str] = typer.Option(None, "--api-key-env", help="Environment variable holding the server's --api-key (default: OPENAI_API_KEY, as for sglang.bench_serving). The key itself is never printed nor put on a command line."),
     ssh_config: SshConfig = None,
     known_hosts: KnownHosts = None,
     accept_new_host_key: AcceptNewHostKey = False,
@@ -78,6 +79,7 @@ def prove(
             feat = load_feature(feature or rec.feature)
             target = session.Target(host_obj, rec.python or "python3", f"http://127.0.0.1:{rec.port}", rec.log,
                                     rec.log_offset, rec)
+        target.api_key, target.api_key_source = _api_key(api_key_env, target)
         with host_obj:
             try:
                 code = _prove(target, feat, out, json_out, threshold, steps, duration, max_requests, max_new_tokens,
@@ -87,6 +89,24 @@ def prove(
                                  f"was killed); no receipt written\n")
                 code = 130
     raise typer.Exit(code)
+
+
+def _api_key(env_name, target) -> tuple:
+    """The server's --api-key from this machine's environment: the variable named by --api-key-env,
+    else OPENAI_API_KEY (what sglang.bench_serving sends). A run started with --api-key needs it."""
+    import os
+
+    from dynspec_cli.cli.errors import UsageError
+
+    name = env_name or "OPENAI_API_KEY"
+    key = os.environ.get(name) or None
+    if env_name and key is None:
+        raise UsageError(f"--api-key-env {env_name}: no such environment variable (or it is empty)")
+    needs = target.record is not None and any(a == "--api-key" or a.startswith("--api-key=") for a in target.record.argv)
+    if needs and key is None:
+        raise UsageError(f"run {target.record.name} was started with --api-key: export OPENAI_API_KEY=<the key> "
+                         f"(the variable sglang.bench_serving reads) or name another variable with --api-key-env")
+    return key, (name if key else None)
 
 
 def _prove(target, feat, out, json_out, threshold, steps, duration, max_requests, max_new_tokens, report,

@@ -20,9 +20,12 @@ Input: one JSON object as argv[1]::
     sample_every    float  seconds between /metrics samples while loading (0 = none; default 0.25)
     info_keys       [str]  extra top-level /server_info keys to return (e.g. the feature's flag dest)
 
+The server's --api-key, when it has one, is not an input: dynspec writes it into the API_KEY line
+of this script's text, which travels on stdin, so it never shows on a command line (ps, /proc).
+
 Output (``schema`` = "dynspec-loadgen/1")::
 
-    ok, error, exception_traceback, stop_reason (duration|max_requests|signal|server-unreachable),
+    ok, error, exception_traceback, stop_reason (duration|max_requests|signal|server-unreachable|unauthorized),
     started, ended (time.time()), elapsed, concurrency, issued, completed, failed, errors {message: count},
     requests[] {t0, t1, status, completion_tokens, spec_verify_ct, spec_accept_length, error},
     server_info_before / server_info_after {endpoint, version, speculative_algorithm,
@@ -41,6 +44,7 @@ import urllib.error
 import urllib.request
 
 SCHEMA = "dynspec-loadgen/1"
+API_KEY = None  # replaced by dynspec in the text it sends (see the docstring)
 METRICS = ("sglang:spec_accept_length", "sglang:spec_accept_rate", "sglang:num_running_reqs",
            "sglang:spec_verify_calls_total", "sglang:num_requests_total", "sglang:generation_tokens_total")
 META = ("completion_tokens", "spec_verify_ct", "spec_accept_length")
@@ -89,8 +93,15 @@ class State(object):
         os._exit(0 if d["ok"] else 1)
 
 
+def _headers(extra=None):
+    h = dict(extra or {})
+    if API_KEY:
+        h["Authorization"] = "Bearer " + API_KEY
+    return h
+
+
 def _get(url, timeout):
-    with urllib.request.urlopen(url, timeout=timeout) as r:
+    with urllib.request.urlopen(urllib.request.Request(url, headers=_headers()), timeout=timeout) as r:
         return r.status, r.read()
 
 
@@ -161,7 +172,8 @@ def worker(st, deadline):
             st.issued += 1
         rec = {"t0": time.time(), "t1": None, "status": None, "error": None}
         try:
-            req = urllib.request.Request(base + "/generate", data=body, headers={"Content-Type": "application/json"})
+            req = urllib.request.Request(base + "/generate", data=body,
+                                         headers=_headers({"Content-Type": "application/json"}))
             with urllib.request.urlopen(req, timeout=timeout) as r:
                 rec["status"] = r.status
                 doc = json.loads(r.read().decode("utf-8", "replace"))
@@ -175,6 +187,9 @@ def worker(st, deadline):
         except urllib.error.HTTPError as e:
             rec["status"] = e.code
             rec["error"] = "HTTP %d" % e.code
+            if e.code == 401:  # no or a wrong API key: every further request would be refused too
+                st.stop_reason = "unauthorized"
+                st.stop.set()
         except Exception as e:  # noqa: BLE001 - every failure is data
             rec["error"] = "%s: %s" % (type(e).__name__, getattr(e, "reason", None) or e)
             refused += 1

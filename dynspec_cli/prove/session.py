@@ -35,6 +35,8 @@ class Target:
     log: Optional[str] = None
     log_offset: int = 0  # where the launch starts in the log
     record: Optional[RunRecord] = None
+    api_key: Optional[str] = field(default=None, repr=False)  # the server's --api-key (never printed)
+    api_key_source: Optional[str] = None  # the environment variable it came from
 
     @property
     def label(self) -> str:
@@ -80,9 +82,18 @@ class Proof:
         }
 
 
+def loadgen_script(api_key: Optional[str]) -> str:
+    """The load generator's text, with the API key written into it: the text goes on stdin, so the
+    key never appears on a command line on the server's host."""
+    text = LOADGEN.read_text(encoding="utf-8")
+    line = "API_KEY = None  # replaced by dynspec in the text it sends (see the docstring)\n"
+    assert line in text, "loadgen.py lost its API_KEY line"
+    return text.replace(line, f"API_KEY = {api_key!r}\n", 1) if api_key else text
+
+
 def run_loadgen(target: Target, args: dict[str, Any], *, timeout: float) -> dict[str, Any]:
     args = {"base": target.base, "prompt": PROMPT, "tag": "dynspec-loadgen", **args}
-    res = target.host.run_python(target.python, LOADGEN.read_text(encoding="utf-8"), [json.dumps(args)],
+    res = target.host.run_python(target.python, loadgen_script(target.api_key), [json.dumps(args)],
                                  timeout=timeout)
     try:
         doc = json.loads(res.stdout)
@@ -92,6 +103,11 @@ def run_loadgen(target: Target, args: dict[str, Any], *, timeout: float) -> dict
                         f"{err[-1] if err else f'exit {res.exit_code}'}") from None
     if not doc.get("ok", False):
         raise PlanError(f"load generator failed on {target.host.name}: {doc.get('error')}")
+    if doc.get("stop_reason") == "unauthorized" or (doc.get("server_info_before") or {}).get("error") == "HTTP 401":
+        if target.api_key:
+            raise PlanError(f"{target.label} refuses the API key in ${target.api_key_source} (HTTP 401)")
+        raise PlanError(f"{target.label} wants its --api-key (HTTP 401): export OPENAI_API_KEY=<the key> (the "
+                        f"variable sglang.bench_serving reads) or name another variable with --api-key-env")
     return doc
 
 

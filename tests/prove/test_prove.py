@@ -28,7 +28,9 @@ SERVERS = {  # name -> (env, flags); all launched at once
     "nospec": (LIVE_ENV, {**FLAGS, **NO_SPEC}),
     "zeroaccept": ({**LIVE_ENV, "STANDIN_ACCEPT_PROB": "0"}, FLAGS),
     "victim": (LIVE_ENV, FLAGS),
+    "locked": (LIVE_ENV, {**FLAGS, "api-key": "sk-dynspec-SECRET-9f3b"}),  # sglang's --api-key
 }
+SECRET = SERVERS["locked"][1]["api-key"]
 
 
 def healthy(port: int) -> bool:
@@ -286,3 +288,71 @@ def test_ssh_prove_and_gate(tmp_path, ssh_lab, patched):
         assert dynspec("stop", name, "--host", "dut", ssh=ssh_lab).returncode == 0
     finally:
         forget(name)
+
+
+# --- a server started with --api-key --------------------------------------------------------------
+
+
+def test_api_key_server_needs_the_key_and_it_never_shows(servers, monkeypatch):
+    """Without the key: one line naming the variable to set, before any load. With it (from
+    OPENAI_API_KEY, as sglang.bench_serving): proven, and the key is on no command line on the
+    host, in no output and in no receipt."""
+    import threading
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    name = servers["names"]["locked"]
+    r = prove(name)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "started with --api-key" in r.stderr and "OPENAI_API_KEY" in r.stderr
+    r = prove(name, "--api-key-env", "DYNSPEC_NO_SUCH_VAR")
+    assert r.returncode == 2 and "DYNSPEC_NO_SUCH_VAR" in r.stderr
+    r = dynspec("prove", name, *FAST, "--api-key-env", "WRONG_KEY", env={"WRONG_KEY": "sk-wrong"})
+    assert r.returncode == 2 and "refuses the API key in $WRONG_KEY (HTTP 401)" in r.stderr, r.stderr
+
+    seen, stop = set(), threading.Event()
+
+    def watch_cmdlines():
+        while not stop.is_set():
+            for p in Path("/proc").iterdir():
+                if p.name.isdigit():
+                    try:
+                        if SECRET.encode() in (p / "cmdline").read_bytes():
+                            seen.add(int(p.name))
+                    except OSError:
+                        pass
+            time.sleep(0.05)
+
+    server_pids = {record(name)["pid"]}  # the server's own command line holds its --api-key
+    t = threading.Thread(target=watch_cmdlines, daemon=True)
+    t.start()
+    try:
+        r = dynspec("prove", name, *FAST, "--json", env={"OPENAI_API_KEY": SECRET})
+    finally:
+        stop.set()
+        t.join()
+    assert r.returncode == 0, r.stderr + r.stdout
+    doc = json.loads(r.stdout)
+    assert doc["outcome"] == "proven" and doc["steps"][0]["requests_ok"] > 0
+    assert seen - server_pids - set(_children(record(name)["pgid"])) == set(), "the key showed on a command line"
+    for text in (r.stdout, r.stderr, receipt_file(name).read_text()):
+        assert SECRET not in text
+
+
+def test_api_key_server_via_url_says_which_variable_to_set(servers, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    port = record(servers["names"]["locked"])["port"]
+    r = dynspec("prove", "--url", f"http://127.0.0.1:{port}", *FAST)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "wants its --api-key (HTTP 401)" in r.stderr and "OPENAI_API_KEY" in r.stderr
+
+
+def _children(pgid: int) -> list[int]:
+    out = []
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                if int((p / "stat").read_text().rsplit(")", 1)[1].split()[2]) == pgid:
+                    out.append(int(p.name))
+            except (OSError, ValueError, IndexError):
+                pass
+    return out

@@ -794,7 +794,7 @@ class Engine(threading.Thread):
 # ================================================================================================
 # HTTP (sglang's API, on stdlib http.server)
 # ================================================================================================
-PHRASES = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 503: "Service Unavailable"}
+PHRASES = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed", 503: "Service Unavailable"}
 
 
 class HTTPServer(socketserver.ThreadingMixIn, http.server.HTTPServer):
@@ -842,11 +842,25 @@ def make_handler(launcher: "Launcher"):
             self.wfile.write(b"%x\r\n%s\r\n" % (len(b), b))
             self.wfile.flush()
 
+        def _authorized(self, path):
+            """sglang's decide_request_auth (srt/utils/auth.py) for normal endpoints: /health* and
+            /metrics* are open; with --api-key every other path needs `Authorization: Bearer KEY`."""
+            key = l.args["api_key"]
+            if not key or path.startswith("/health") or path.startswith("/metrics"):
+                return True
+            scheme, _, token = (self.headers.get("Authorization") or "").partition(" ")
+            if scheme.lower() == "bearer" and token == key:
+                return True
+            self._send(401, {"error": "Unauthorized"})
+            return False
+
         def do_HEAD(self):
             self.do_GET()
 
         def do_GET(self):
             path = self.path.split("?", 1)[0]
+            if not self._authorized(path):
+                return
             route = {
                 "/health": self.health, "/health_generate": self.health_generate,
                 "/get_model_info": self.get_model_info, "/model_info": self.model_info,
@@ -861,6 +875,8 @@ def make_handler(launcher: "Launcher"):
 
         def do_POST(self):
             path = self.path.split("?", 1)[0]
+            if not self._authorized(path):
+                return
             if path in ("/generate", "/v1/completions"):
                 try:
                     body = self._body()
@@ -1536,12 +1552,16 @@ class Launcher:
         url = "http://%s:%d" % ("127.0.0.1" if host in ("0.0.0.0", "::", "") else host, port)
         if not self.args["skip_server_warmup"]:
             self.pace("warmup", 0.3)
+            # like sglang's _wait_and_warmup: its own --api-key on every request
+            auth = {"Authorization": "Bearer %s" % self.args["api_key"]} if self.args["api_key"] else {}
             try:
-                urllib.request.urlopen(url + self.fam.model_info_path, timeout=600).read()
+                urllib.request.urlopen(urllib.request.Request(url + self.fam.model_info_path, headers=auth),
+                                       timeout=600).read()
                 self.running_phase = True
                 body = json.dumps({"text": "The capital city of France is",
                                    "sampling_params": {"temperature": 0, "max_new_tokens": 8}}).encode()
-                req = urllib.request.Request(url + "/generate", data=body, headers={"Content-Type": "application/json"})
+                req = urllib.request.Request(url + "/generate", data=body,
+                                             headers={"Content-Type": "application/json", **auth})
                 urllib.request.urlopen(req, timeout=None).read()
             except OSError as e:
                 self.log.line("Initialization failed. warmup error: %s" % e)
