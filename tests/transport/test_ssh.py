@@ -170,6 +170,20 @@ def test_proxy_command(ssh_lab, tmp_path):
         assert h.run(["echo", "ok"]).stdout == b"ok\n"
 
 
+def _echo_in_fresh_process(alias: str, ssh_config, known_hosts) -> str:
+    """`echo ok` over SSH from a new interpreter; then whether invoke (paramiko's helper for
+    `Match exec`) got loaded there."""
+    code = ("import sys\n"
+            "from dynspec_cli.transport import SSHHost\n"
+            f"with SSHHost({alias!r}, ssh_config_path={str(ssh_config)!r}, known_hosts_path={str(known_hosts)!r}) as h:\n"
+            "    sys.stdout.write(h.run(['echo', 'ok']).stdout.decode())\n"
+            "sys.stdout.write('invoke loaded: %s' % ('invoke.tasks' in sys.modules))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                       cwd=Path(__file__).parents[2])
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
 def test_match_exec_in_ssh_config(ssh_lab, tmp_path):
     """`Match exec` runs its command (paramiko uses invoke for it, which dynspec loads only then):
     the matching block's Port is the one that reaches the server."""
@@ -178,27 +192,11 @@ def test_match_exec_in_ssh_config(ssh_lab, tmp_path):
                    f"Match host via-match exec \"false\"\n  Port 1\n"
                    f"Host via-match\n  HostName 127.0.0.1\n  Port 2\n  IdentityFile {ssh_lab.user_key}\n"
                    f"Include {ssh_lab.ssh_config}\n")
-    code = ("import sys\n"
-            "from dynspec_cli.transport import SSHHost\n"
-            f"with SSHHost('via-match', ssh_config_path={str(cfg)!r}, known_hosts_path={str(ssh_lab.known_hosts)!r}) as h:\n"
-                    "    sys.stdout.write(h.run(['echo', 'ok']).stdout.decode())\n"
-            "sys.stdout.write('invoke loaded: %s' % ('invoke.tasks' in sys.modules))\n")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                       cwd=Path(__file__).parents[2])
-    assert r.returncode == 0, r.stderr
-    assert r.stdout == "ok\ninvoke loaded: True"
+    assert _echo_in_fresh_process("via-match", cfg, ssh_lab.known_hosts) == "ok\ninvoke loaded: True"
 
 
 def test_invoke_is_not_loaded_without_match_exec(ssh_lab):
-    code = ("import sys\n"
-            "from dynspec_cli.transport import SSHHost\n"
-            f"with SSHHost('dut', ssh_config_path={str(ssh_lab.ssh_config)!r}, known_hosts_path={str(ssh_lab.known_hosts)!r}) as h:\n"
-            "    sys.stdout.write(h.run(['echo', 'ok']).stdout.decode())\n"
-            "sys.stdout.write('invoke loaded: %s' % ('invoke.tasks' in sys.modules))\n")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                       cwd=Path(__file__).parents[2])
-    assert r.returncode == 0, r.stderr
-    assert r.stdout == "ok\ninvoke loaded: False"
+    assert _echo_in_fresh_process("dut", ssh_lab.ssh_config, ssh_lab.known_hosts) == "ok\ninvoke loaded: False"
 
 
 # --- surviving disconnects -----------------------------------------------------------------------
