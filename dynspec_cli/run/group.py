@@ -310,30 +310,41 @@ def _flags_without_rank(flags: list[str]) -> list[str]:
     return out
 
 
-def preflight_group(targets: list[Host], profs: list[Profile], feature) -> dict[str, Any]:
-    """preflight.run on every node (concurrently), then the cross-node comparison."""
-    from dynspec_cli.verdict import preflight
-
-    results: list[Optional[dict]] = [None] * len(targets)
-    errors: list[Optional[BaseException]] = [None] * len(targets)
+def each_concurrently(fn: Callable[[Any], Any], items: list) -> tuple[list, list[Optional[BaseException]]]:
+    """fn(item) for every item, each in its own (daemon) thread: the results and the exceptions,
+    in the items' order. Nodes are reached at the same time, so a group costs what its slowest
+    node costs."""
+    results: list = [None] * len(items)
+    errors: list[Optional[BaseException]] = [None] * len(items)
 
     def one(i: int) -> None:
         try:
-            prof = profs[i]
-            r = preflight.run(targets[i], prof.python, feature, prof.argv()[3:], prof.env,
-                              patched=prof.patched_class or None)
-            files = [p["file"] for p in r.get("patched") or [] if p.get("file")]
-            hashes = hash_files(targets[i], prof.python, sorted(set(files)))
-            r["file_hashes"] = {_relative(f, r.get("sglang_path")): h for f, h in hashes.items()}
-            results[i] = r
-        except BaseException as e:  # noqa: BLE001 - re-raised below in the caller's thread
+            results[i] = fn(items[i])
+        except BaseException as e:  # noqa: BLE001 - handed to the caller's thread
             errors[i] = e
 
-    threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(len(targets))]
+    threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(len(items))]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    return results, errors
+
+
+def preflight_group(targets: list[Host], profs: list[Profile], feature) -> dict[str, Any]:
+    """preflight.run on every node (concurrently), then the cross-node comparison."""
+    from dynspec_cli.verdict import preflight
+
+    def one(i: int) -> dict[str, Any]:
+        prof = profs[i]
+        r = preflight.run(targets[i], prof.python, feature, prof.argv()[3:], prof.env,
+                          patched=prof.patched_class or None)
+        files = [p["file"] for p in r.get("patched") or [] if p.get("file")]
+        hashes = hash_files(targets[i], prof.python, sorted(set(files)))
+        r["file_hashes"] = {_relative(f, r.get("sglang_path")): h for f, h in hashes.items()}
+        return r
+
+    results, errors = each_concurrently(one, list(range(len(targets))))
     for e in errors:
         if e is not None:
             raise e
@@ -419,25 +430,17 @@ def node_profiles(spec: GroupSpec, dist_init_addr: str = "0.0.0.0:0") -> list[Pr
 
 
 def _start_nodes(spec, nodes: list[Node], feature, *, replace, preflight_result, probe, dist_init_addr):
-    errors: list[Optional[BaseException]] = [None] * len(nodes)
     pre_nodes = (preflight_result or {}).get("nodes") or [None] * len(nodes)
     version = (preflight_result or {}).get("sglang_version") or spec.base.sglang_version
 
     def one(n: Node) -> None:
-        try:
-            extra = None
-            if probe:
-                targets = probe_setup.probe_targets(feature, pre_nodes[n.rank], n.prof.patched_class or None)
-                extra = control.probe_env_on(n.host, n.prof.python, targets, n.prof.env) if targets else None
-            n.rec = control.start(n.host, n.prof, feature, replace=replace, sglang_version=version, extra_env=extra)
-        except BaseException as e:  # noqa: BLE001
-            errors[n.rank] = e
+        extra = None
+        if probe:
+            targets = probe_setup.probe_targets(feature, pre_nodes[n.rank], n.prof.patched_class or None)
+            extra = control.probe_env_on(n.host, n.prof.python, targets, n.prof.env) if targets else None
+        n.rec = control.start(n.host, n.prof, feature, replace=replace, sglang_version=version, extra_env=extra)
 
-    threads = [threading.Thread(target=one, args=(n,), daemon=True) for n in nodes]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    _, errors = each_concurrently(one, nodes)
     failed = [(n, e) for n, e in zip(nodes, errors) if e is not None]
     if failed:
         for n in nodes:  # all or nothing: a group missing a node would only hang
@@ -682,22 +685,16 @@ def _decide(states: list[NodeState]) -> Optional[GroupOutcome]:
 
 def stop_nodes(nodes: list[Node], *, grace: float = 10.0) -> bool:
     """Stop every node (concurrently); True once no process of any node remains."""
-    results = [False] * len(nodes)
-
-    def one(n: Node) -> None:
+    def one(n: Node) -> bool:
         try:
-            results[n.rank] = control.stop(n.host, n.rec, grace=grace)
+            return control.stop(n.host, n.rec, grace=grace)
         except RunError:
-            results[n.rank] = True  # the recorded pid now belongs to another process: ours is gone
+            return True  # the recorded pid now belongs to another process: ours is gone
         except TransportError:
-            results[n.rank] = False
+            return False
 
-    threads = [threading.Thread(target=one, args=(n,), daemon=True) for n in nodes]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return all(results)
+    results, _ = each_concurrently(one, nodes)
+    return all(results)  # a node whose stop failed otherwise has None: not confirmed gone
 
 
 def attach(doc: dict[str, Any], open_host: Callable[..., Host]) -> list[Node]:
