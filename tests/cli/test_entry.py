@@ -11,6 +11,7 @@ import typer.main
 from dynspec_cli.cli.app import app
 from dynspec_cli.cli.main import FAST, parse
 from dynspec_cli.report import console as report
+from tests.cli.test_verify_cli import SEED_LINE
 
 DYNSPEC = [sys.executable, "-m", "dynspec_cli"]
 
@@ -152,15 +153,26 @@ def test_rich_is_used_on_a_terminal_or_when_colour_is_forced(monkeypatch):
     assert report.wants_rich(io.StringIO()) is True
 
 
-def test_preflight_start_up_imports_nothing_heavy():
-    """preflight in its usual form (server flags after --) loads neither typer nor rich, and no
-    paramiko for a local target; here the interpreter has no sglang, so the verdict is dead."""
-    code = ("import sys, runpy; sys.argv=['dynspec','preflight','--python',sys.executable,'--json','--',"
-            "'--speculative-algorithm','EAGLE3']\n"
+
+HEAVY = ("sglang", "paramiko", "torch", "typer", "rich")
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["verify", "{log}", "--json"], "EAGLEWorker"),
+    (["verify", "{log}"], "EAGLEWorker"),  # the report, into a pipe as in a benchmark script
+    # preflight's usual form; no paramiko for a local target; this interpreter has no sglang: dead
+    (["preflight", "--python", sys.executable, "--json", "--", "--speculative-algorithm", "EAGLE3"], '"DS210"'),
+], ids=["verify-json", "verify-report", "preflight-json"])
+def test_gates_start_without_anything_heavy(tmp_path, args, needle):
+    """The two gates load neither sglang nor paramiko, and not even typer or rich."""
+    log = tmp_path / "s.log"
+    log.write_text(SEED_LINE)
+    argv = ["dynspec"] + [a.replace("{log}", str(log)) for a in args]
+    code = (f"import sys, runpy; sys.argv={argv!r}\n"
             "try:\n runpy.run_module('dynspec_cli', run_name='__main__')\n"
             "except SystemExit as e: sys.stderr.write('EXIT:%s ' % e.code)\n"
-            "bad=[m for m in ('sglang','paramiko','typer','rich') if m in sys.modules]\n"
+            f"bad=[m for m in {HEAVY!r} if m in sys.modules]\n"
             "sys.stderr.write('IMPORTED:'+','.join(bad))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.stderr.strip().endswith("EXIT:1 IMPORTED:"), r.stderr
-    assert '"DS210"' in r.stdout
+    assert needle in r.stdout

@@ -149,22 +149,6 @@ def test_demo_shows_dead_then_live():
     assert docs[0]["worker"]["class"] == "EAGLEWorker" and docs[1]["worker"]["class"] == "EAGLEWorkerV2"
 
 
-@pytest.mark.parametrize("extra", [["--json"], []], ids=["json", "report"])
-def test_verify_start_up_imports_nothing_heavy(tmp_path, extra):
-    """The benchmark-script gate loads neither sglang nor paramiko, and not even typer or rich
-    (the report goes to a pipe here, as in a benchmark script)."""
-    log = tmp_path / "s.log"
-    log.write_text(SEED_LINE)
-    code = ("import sys, runpy; sys.argv=['dynspec','verify',%r,*%r]\n"
-            "try:\n runpy.run_module('dynspec_cli', run_name='__main__')\n"
-            "except SystemExit as e: sys.stderr.write('EXIT:%%s ' %% e.code)\n"
-            "bad=[m for m in ('sglang','paramiko','torch','typer','rich') if m in sys.modules]\n"
-            "sys.stderr.write('IMPORTED:'+','.join(bad))" % (str(log), extra))
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert r.stderr.strip().endswith("EXIT:1 IMPORTED:"), r.stderr
-    assert "EAGLEWorker" in r.stdout
-
-
 def test_readme_findings_table_is_the_registry():
     from dynspec_cli.knowledge.findings import markdown_table, registry
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.run.helpers import DYNSPEC, cleanup, dynspec, group_alive, record, wait_for, write_profile
+from tests.support.procs import pids_in_group, pids_with
 
 TH = 3
 FAST = ["--duration", "1", "--max-new-tokens", "24"]
@@ -313,13 +314,7 @@ def test_api_key_server_needs_the_key_and_it_never_shows(servers, monkeypatch):
 
     def watch_cmdlines():
         while not stop.is_set():
-            for p in Path("/proc").iterdir():
-                if p.name.isdigit():
-                    try:
-                        if SECRET.encode() in (p / "cmdline").read_bytes():
-                            seen.add(int(p.name))
-                    except OSError:
-                        pass
+            seen.update(pids_with(SECRET))
             time.sleep(0.05)
 
     server_pids = {record(name)["pid"]}  # the server's own command line holds its --api-key
@@ -333,7 +328,7 @@ def test_api_key_server_needs_the_key_and_it_never_shows(servers, monkeypatch):
     assert r.returncode == 0, r.stderr + r.stdout
     doc = json.loads(r.stdout)
     assert doc["outcome"] == "proven" and doc["steps"][0]["requests_ok"] > 0
-    assert seen - server_pids - set(_children(record(name)["pgid"])) == set(), "the key showed on a command line"
+    assert seen - server_pids - set(pids_in_group(record(name)["pgid"])) == set(), "the key showed on a command line"
     for text in (r.stdout, r.stderr, receipt_file(name).read_text()):
         assert SECRET not in text
 
@@ -345,14 +340,3 @@ def test_api_key_server_via_url_says_which_variable_to_set(servers, monkeypatch)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert "wants its --api-key (HTTP 401)" in r.stderr and "OPENAI_API_KEY" in r.stderr
 
-
-def _children(pgid: int) -> list[int]:
-    out = []
-    for p in Path("/proc").iterdir():
-        if p.name.isdigit():
-            try:
-                if int((p / "stat").read_text().rsplit(")", 1)[1].split()[2]) == pgid:
-                    out.append(int(p.name))
-            except (OSError, ValueError, IndexError):
-                pass
-    return out

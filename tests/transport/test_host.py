@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dynspec_cli.transport import CommandFailed, CommandTimeout, SpawnFailed
+from tests.support.procs import pids_in_group, pids_with
 
 HOSTILE = [
     "$(touch {c}/dollar)", "`touch {c}/backtick`", "; touch {c}/semicolon", "&& touch {c}/and",
@@ -66,7 +67,7 @@ def test_run_timeout_kills_the_process_group(host):
     assert time.monotonic() - t0 < 10
     assert e.value.stdout == b"started\n"
     assert "\n" not in str(e.value)
-    _wait_until(lambda: not _pids_with(f"sleep {marker}"), 5)
+    _wait_until(lambda: not pids_with(f"sleep {marker}"), 5)
 
 
 def test_run_python_sends_script_on_stdin(host):
@@ -96,7 +97,7 @@ def test_stream_python_close_kills_it(host):
                              [marker])
     next(gen)
     gen.close()
-    _wait_until(lambda: not _pids_with(marker), 5)
+    _wait_until(lambda: not pids_with(marker), 5)
 
 
 def test_hostile_values_never_execute(host, tmp_path):
@@ -202,10 +203,10 @@ def test_signal_group_reaches_children(host, tmp_path):
     marker = uuid.uuid4().hex
     s = host.spawn_detached(["sh", "-c", f"sleep 300 & sleep 300 & echo {marker}; wait"],
                             log_path=str(tmp_path / "log"))
-    _wait_until(lambda: len(_pids_in_group(s.pgid)) >= 3, 5)
+    _wait_until(lambda: len(pids_in_group(s.pgid)) >= 3, 5)
     assert host.signal_group(s.pgid, signal.SIGTERM)
     _wait_until(lambda: not host.group_alive(s.pgid), 5)
-    assert _pids_in_group(s.pgid) == []
+    assert pids_in_group(s.pgid) == []
     assert not host.signal_group(s.pgid, signal.SIGTERM)  # nothing left to signal
 
 
@@ -223,37 +224,6 @@ def _wait_until(cond, timeout: float) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {timeout}s")
         time.sleep(0.02)
-
-
-def _stat(pid: str) -> list[str] | None:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-
-
-def _pids_in_group(pgid: int) -> list[int]:
-    out = []
-    for d in os.listdir("/proc"):
-        if d.isdigit() and (st := _stat(d)) and int(st[2]) == pgid and st[0] not in "ZX":
-            out.append(int(d))
-    return out
-
-
-def _pids_with(text: str) -> list[int]:
-    """Live (non-zombie) processes whose command line contains text (other than this one)."""
-    out = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit() or int(d) == os.getpid():
-            continue
-        try:
-            cmd = Path(f"/proc/{d}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        st = _stat(d)
-        if text in cmd and st and st[0] not in "ZX":
-            out.append(int(d))
-    return out
 
 
 def _sig_ignored(pid: int, sig: int) -> bool:

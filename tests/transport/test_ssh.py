@@ -23,8 +23,9 @@ from dynspec_cli.transport import (
     HostNotFound,
     SSHHost,
 )
+from tests.support.procs import pids_in_group
 from tests.support.sshd import keygen
-from tests.transport.test_host import _pids_in_group, _wait_until
+from tests.transport.test_host import _wait_until
 
 pytestmark = pytest.mark.ssh
 
@@ -221,7 +222,7 @@ def test_spawn_detached_survives_disconnect(ssh_lab, private_sshd, tmp_path):
         _wait_until(lambda: log.stat().st_size > size, 5)  # still writing its log
         assert h2.signal_group(s.pgid, signal.SIGTERM)
         _wait_until(lambda: not h2.group_alive(s.pgid), 5)
-    assert _pids_in_group(s.pgid) == []
+    assert pids_in_group(s.pgid) == []
 
 
 def _numbered_writer(path: Path, n: int, per_sec: float, done: threading.Event) -> None:
