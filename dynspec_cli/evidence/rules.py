@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from dynspec_cli.evidence.commands import CommandReader
 from dynspec_cli.evidence.lines import Line
 from dynspec_cli.knowledge.features import Feature
 from dynspec_cli.knowledge.sglang import Knowledge
@@ -22,7 +23,7 @@ _BUILTIN_FATAL = re.compile(r"(?:Error|Exception|Interrupt|Exit)$")
 
 @dataclass
 class Observation:
-    kind: str  # warning | landmark | marker | traceback | exception | launch | probe
+    kind: str  # warning | landmark | marker | traceback | exception | launch | probe | command | command-cont
     line: Line
     id: str = ""
     data: dict[str, Any] = field(default_factory=dict)
@@ -44,9 +45,13 @@ class Classifier:
         literals += [lit for _, _, lit in self._warning_literals]
         literals += [row.literal for row, _ in self._landmarks]
         self.literals = sorted({x for x in literals if x})
+        self.commands = CommandReader()
 
     def classify(self, line: Line) -> list[Observation]:
         msg = line.msg
+        cmd = None if msg.startswith(LAUNCH_PREFIX) or PROBE_PREFIX in msg else self.commands.feed(msg)
+        if cmd is not None:  # a launch command in the log: the flags the user requested
+            return [Observation(cmd[0], line, cmd[0], {"flags": cmd[1]})]
         if msg.startswith("Decode batch"):
             m = self._decode.search(msg)
             data = {k: v for k, v in (m.groupdict().items() if m else ()) if v is not None}

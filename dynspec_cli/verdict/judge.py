@@ -14,11 +14,11 @@ from dynspec_cli.evidence.server_args import parse_dump
 from dynspec_cli.knowledge.features import Feature
 from dynspec_cli.knowledge.findings import Finding
 from dynspec_cli.knowledge.sglang import Knowledge
-from dynspec_cli.verdict import workers
+from dynspec_cli.verdict import claims, workers
 
 EXIT = {"live": 0, "dead": 1, "inconclusive": 3, "crashed": 4}
 _DECISIVE_CRASH = {"unrecognized-arguments", "scheduler-exception", "child-failed", "killed", "no-nvidia-driver", "cuda-oom"}
-_RESOLVE_PHASE = {"warning", "launch"}
+_RESOLVE_PHASE = {"warning", "launch", "command"}  # issue-12 hook: a launch command starts a launch
 
 
 @dataclass
@@ -94,6 +94,7 @@ class Launch:
     header: dict[str, Any] = field(default_factory=dict)
     frames: dict[str, Line] = field(default_factory=dict)  # worker module -> first traceback frame in it
     last_line: Optional[Line] = None
+    ev: "claims.ClaimEvidence" = field(default_factory=lambda: claims.ClaimEvidence())  # issue-12 hook
 
 
 @dataclass
@@ -112,6 +113,8 @@ class Verdict:
     launch: dict[str, Any]
     missing: list[str] = field(default_factory=list)
     probe: Optional[dict[str, Any]] = None
+    claims: Optional[dict[str, Any]] = None  # issue-12 hook: verdict/claims.py
+    requested: Optional[dict[str, Any]] = None  # issue-12 hook: the launch command's flags vs server_args
 
     @property
     def exit_code(self) -> int:
@@ -138,6 +141,8 @@ class Verdict:
             "launch": self.launch,
             "missing": self.missing,
             "probe": self.probe,
+            "claims": self.claims,
+            "requested": self.requested,
         }
 
 
@@ -180,6 +185,8 @@ class Judge:
         if starts and la.past_resolution:  # argument resolution again after runtime lines or a crash
             la = self._new_launch(line)
         la.last_line = line
+        if claims.observe(self, la, obs):  # issue-12 hook: evidence the claims read (and their own lines)
+            return
         handler = getattr(self, f"_on_{obs.kind.replace('-', '_')}")
         handler(la, obs)
 
@@ -292,8 +299,8 @@ class Judge:
                 args = d.get("args", "")
                 if self.feature.flag and self.feature.flag.name in args.split():
                     la.flag_rejected = line
-            decisive = row.id in _DECISIVE_CRASH
-            if la.crash is not None and row.id in ("scheduler-exception", "child-failed", "killed"):
+            decisive = row.id in _DECISIVE_CRASH or row.decisive
+            if la.crash is not None and (row.id in ("scheduler-exception", "child-failed", "killed") or row.decisive):
                 la.crash.decisive = la.crash.decisive or decisive  # keep the root cause already seen
             else:
                 la.crash = Crash(row.crash, line.msg, line, decisive=decisive)
@@ -420,6 +427,7 @@ class Judge:
                 worker.update({"class": classes[0] if len(classes) == 1 else None, "module": f"sglang.srt.speculative.{mods[0]}",
                                "basis": f"traceback frame in {mods[0]}.py at line {first.no or '?'}",
                                "candidates": classes})
+        analysis = claims.worker_from_frames(k, la, 0 if spec_off else mask, worker, analysis, self.patched)  # issue-12 hook
         for p in patched_absent:
             mod = k.module_of_class(p)
             findings.append(Finding("DS202", f"{p} ({mod}.py) does not exist in sglang {version_text or k.span(mask)}; the patch cannot run.", line=la.first.no or None))
@@ -463,6 +471,7 @@ class Judge:
         if la.ready and not la.markers and not spec_off and la.flag_rejected is None:
             findings.append(Finding("DS301", "the server is ready and the marker was never logged.", line=la.ready.no or None, text=la.ready.text))
         # The crash.
+        claims.close_open_traceback(la, at_eof=at_eof, quiet_for=quiet_for)  # issue-12 hook
         crash = None
         crashed = False
         if la.crash and not la.progress_after_crash:
@@ -502,6 +511,8 @@ class Judge:
                     "first_offset": la.first.offset, "phase": "ready" if la.ready else la.phase,
                     "shards": la.shards, "decode_lines": la.decode_lines,
                     "last_decode": la.last_decode or None},
+            claims=claims.build(k, la, mask, crashed=crashed, worker=worker, algorithm=algorithm),  # issue-12 hook
+            requested=claims.requested_vs_effective(la),  # issue-12 hook
         )
 
     def decided(self, v: Verdict, *, quiet_for: float = 0.0) -> bool:
@@ -600,7 +611,8 @@ class Judge:
         return Verdict("inconclusive", self.feature.name, self.pinned, None, None,
                        {"class": None, "module": None, "basis": None, "candidates": []}, False, False, None,
                        {"found": False, "line": None, "text": None, "fields": {}, "ranks": []},
-                       [Finding("DS304", "the log is empty.")], {"index": 0, "of": 0}, missing)
+                       [Finding("DS304", "the log is empty.")], {"index": 0, "of": 0}, missing,
+                       claims=claims.empty())  # issue-12 hook
 
 
 def _clip(text: str, n: int = 300) -> str:
