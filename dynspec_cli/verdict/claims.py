@@ -218,6 +218,15 @@ def _algorithms_of_class(k: Knowledge, cls: str, mask: int) -> set[str]:
     return out
 
 
+def requested_algorithms(k: Knowledge, la: "Launch") -> Optional[set[str]]:
+    """The algorithm the launch command in the log asked for, when nothing sglang wrote says."""
+    req = la.ev.requested.get("speculative_algorithm")
+    if req is None:
+        return None
+    name = k.canonical_algorithm(str(req[0]).upper())
+    return {name} if name else None
+
+
 def _claim(value: Any, line: Optional[Line], basis: str) -> dict[str, Any]:
     if value is None:
         return {"value": None, "line": None, "text": None, "basis": basis or None}

@@ -392,6 +392,7 @@ class Judge:
         # Speculation on at all?
         algorithm = la.algorithm
         algos = {algorithm} if algorithm else la.algorithms
+        algos = algos or claims.requested_algorithms(k, la)  # issue-12 hook: the launch command, below server_args
         spec_off = la.spec_off_line is not None or (la.decode_lines >= 2 and la.decode_with_accept == 0 and not algos)
         if la.spec_off_line is not None:
             findings.append(Finding("DS102", "server_args shows speculative_algorithm=None: speculative decoding is off, so no speculative worker runs.", line=la.spec_off_line.no or None, text=_clip(la.spec_off_line.text)))
