@@ -81,7 +81,7 @@ class CommandReader:
                 return self.feed(msg)
             self.continued = body.endswith("\\")
             return "command-cont", parse_flags(body.rstrip("\\"))
-        if "sglang" not in msg:
+        if "launch_server" not in msg and "sglang serve" not in msg:
             return None
         rx, _ = _config()
         m = rx.search(msg)

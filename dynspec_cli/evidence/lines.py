@@ -34,6 +34,7 @@ _WRAPPERS = (
     # sglang's short prefix (multimodal_gen and some entry points): [12-16 14:27:08] msg
     re.compile(r"^\[\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?\] ?"),
 )
+_WRAPPER = re.compile("|".join(f"(?:{w.pattern})" for w in _WRAPPERS))  # the first that matches, in one scan
 _SGLANG_PREFIX = re.compile(
     r"^\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d{1,6})?)(?P<tags>(?: [A-Z_]+\d+)*)\] ?"
 )
@@ -95,11 +96,9 @@ def parse_message(segment: str) -> tuple[str, str | None, dict[str, int]]:
                         ranks[tm.group(1)] = int(tm.group(2))
             s = s[m.end():]
         else:
-            for w in _WRAPPERS:
-                m = w.match(s)
-                if m and m.end() < len(s):
-                    s = s[m.end():]
-                    break
+            m = _WRAPPER.match(s)
+            if m and m.end() < len(s):
+                s = s[m.end():]
         if s is before:
             break
     for lf in _LEVEL_FORMS:

@@ -45,6 +45,7 @@ class Classifier:
         literals += [lit for _, _, lit in self._warning_literals]
         literals += [row.literal for row, _ in self._landmarks]
         self.literals = sorted({x for x in literals if x})
+        self._any_literal = re.compile("|".join(re.escape(x) for x in self.literals))  # one C-level scan per line
         self.commands = CommandReader()
 
     def classify(self, line: Line) -> list[Observation]:
@@ -56,7 +57,7 @@ class Classifier:
             m = self._decode.search(msg)
             data = {k: v for k, v in (m.groupdict().items() if m else ()) if v is not None}
             return [Observation("landmark", line, "decode-batch", data, landmark=self._decode_row)]
-        if not any(lit in msg for lit in self.literals):
+        if not self._any_literal.search(msg):
             return _maybe_exception(line)
         out: list[Observation] = []
         at = msg.find(PROBE_PREFIX)  # another process's partial line may precede it

@@ -78,6 +78,8 @@ def observe(judge: "Judge", la: "Launch", obs: Observation) -> bool:
         ev.served_line = line
         if row.evidence == "served":
             la.in_traceback = False  # the server went on serving: whatever traceback came before ended
+            if la.crash is not None and not la.crash.decisive and line.offset > la.crash.line.offset:
+                la.progress_after_crash = True  # as any later landmark does for the judge
         return row.evidence == "served"
     if row.evidence == "constructor":
         ev.constructors.append((obs.data.get("cls", ""), line))
