@@ -191,7 +191,9 @@ def worker_from_frames(k: Knowledge, la: "Launch", mask: int, worker: dict[str, 
         return analysis
     cls, mod, line = found
     subs = _subclasses(k, cls, mask)
-    how = "constructor" if any(c == cls for c, _ in la.ev.constructors) else "traceback frame"
+    form = next((f.form for f in la.ev.frames if f.line is line), "traceback")
+    how = "constructor" if any(c == cls for c, _ in la.ev.constructors) else {
+        "pyspy": "py-spy frame", "faulthandler": "faulthandler frame"}.get(form, "traceback frame")
     worker.update({"class": cls, "module": f"sglang.srt.speculative.{mod}",
                    "basis": f"{how} in {mod}.py at line {line.no or '?'}: {cls}'s code ran" + (
                        f" (or a subclass: {', '.join(subs)})" if subs else ""),

@@ -108,3 +108,12 @@ def test_frames_outweigh_the_tables():
            '  File "/sgl-workspace/sglang/python/sglang/srt/speculative/eagle_worker_v2.py", line 662, in forward_batch_generation\n')
     v = judge_text(log)
     assert v.worker["class"] == "EAGLEWorkerV2" and "DS201" not in [f.code for f in v.findings]
+
+
+def test_non_overlap_spec_v2_wording():
+    # 0.5.13+ (warnings.toml non-overlap-spec-v2, checked against the wheels): with
+    # --disable-overlap-schedule the V2 worker runs synchronously; there is no V1 worker any more.
+    v = judge_text("[2026-07-01 10:00:00] Non-overlap (synchronous) spec v2 is used for eagle/eagle3/standalone speculative decoding.\n")
+    assert v.overlap_schedule is False
+    assert v.worker["class"] == "EAGLEWorkerV2" and "EAGLEWorker" not in v.worker["candidates"]
+    assert v.to_json()["claims"]["worker"]["line"] == 1
