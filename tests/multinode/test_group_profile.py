@@ -62,17 +62,17 @@ def test_identical_nodes_have_no_findings():
 
 def test_patched_file_hash_mismatch_names_node_and_file():
     out = G.compare_nodes([node(0), node(1, hashes={"sglang/srt/speculative/eagle_worker_v2.py": "bb" * 32})])
-    assert [(f["code"], f["rank"], f["file"]) for f in out] == [
+    assert [(f.code, f.rank, f.file) for f in out] == [
         ("DS402", 1, "sglang/srt/speculative/eagle_worker_v2.py")]
-    assert "differs" in out[0]["message"]
+    assert "differs" in out[0].message
 
 
 def test_missing_patch_version_and_flag_mismatches():
     out = G.compare_nodes([node(0), node(1, version="0.5.10", hashes={},
                                           flags=["--tp-size", "4", "--node-rank", "1"])])
-    codes = sorted(f["code"] for f in out)
+    codes = sorted(f.code for f in out)
     assert codes == ["DS401", "DS402", "DS403"]
-    assert any("no patched file" in f["message"] for f in out)
+    assert any("no patched file" in f.message for f in out)
 
 
 def test_flags_may_differ_only_in_node_rank():
