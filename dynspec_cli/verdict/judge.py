@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from dynspec_cli.evidence.argv import flag_values
 from dynspec_cli.evidence.lines import Line
 from dynspec_cli.evidence.rules import Observation
 from dynspec_cli.evidence.server_args import parse_dump
@@ -224,6 +225,17 @@ class Judge:
             la.header = json.loads(obs.data["json"])
         except (ValueError, TypeError):
             la.header = {}
+        argv = la.header.get("argv") if isinstance(la.header, dict) else None
+        if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
+            return
+        # the command dynspec started: what was asked for (a later server_args dump says what
+        # sglang made of it, and wins)
+        asked = flag_values(argv)
+        algo = asked.get("--speculative-algorithm")
+        if isinstance(algo, str) and la.algorithm is None:
+            la.algorithm, la.algorithm_line = self.k.canonical_algorithm(algo), obs.line
+        if la.multi_layer is None:
+            la.multi_layer = bool(asked.get("--enable-multi-layer-eagle"))
 
     def _on_warning(self, la: Launch, obs: Observation) -> None:
         w = obs.warning
@@ -612,7 +624,9 @@ class Judge:
         scheds = [r for r in ranks if r["role"] == "scheduler" or r["worker"]]
         without = [r for r in scheds if not r["hits"]]
         proven = bool(pr.instrumented and scheds and not without) or (not pr.instrumented and bool(la.markers))
-        if not pr.instrumented:
+        if not pr.instrumented and (pr.errors or la.ready is not None or la.markers) and forced_verdict(findings, "log") != "dead":
+            # Not news on a dead path (nothing patched is loaded) or before the worker was built
+            # (a launch that crashed in weight loading never imported the patched module).
             findings.append(Finding("DS313", f"no patched target was instrumented ({pr.errors} probe error line(s)); the marker decides."))
         elif without and la.ready is not None:
             findings.append(Finding("DS312", "no execution of the patched code on " + ", ".join(

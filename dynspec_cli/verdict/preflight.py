@@ -10,6 +10,7 @@ import json
 from typing import Any, Optional
 
 from dynspec_cli import inject
+from dynspec_cli.evidence.argv import flag_values
 from dynspec_cli.knowledge.features import Feature
 from dynspec_cli.knowledge.findings import Finding, forced_verdict
 from dynspec_cli.knowledge.sglang import V2_SWITCH_ENV, Knowledge, knowledge
@@ -17,25 +18,6 @@ from dynspec_cli.verdict import workers
 from dynspec_cli.verdict.codes import EXIT
 
 INSPECTOR = inject.path("inspector.py")
-
-
-def flag_values(flags: list[str]) -> dict[str, Any]:
-    """--name value / --name=value / bare --name (True) from an sglang argv tail."""
-    out: dict[str, Any] = {}
-    i = 0
-    while i < len(flags):
-        a = flags[i]
-        if a.startswith("--"):
-            name, eq, val = a.partition("=")
-            if eq:
-                out[name] = val
-            elif i + 1 < len(flags) and not flags[i + 1].startswith("--"):
-                out[name] = flags[i + 1]
-                i += 1
-            else:
-                out[name] = True
-        i += 1
-    return out
 
 
 def inspect(host, python: str, feature: Feature, flags: list[str], env: dict[str, str], *,
@@ -72,7 +54,8 @@ def judge(facts: dict[str, Any], feature: Feature, flags: list[str], env: dict[s
         return _result("unknown" if not sg else "dead", facts, version, worker, patched_out, overlap, findings)
     if not sg.get("found"):
         findings.append(Finding("DS210", f"{(facts.get('python') or {}).get('executable', 'this python')} cannot import sglang."))
-        return _result("dead", facts, version, worker, patched_out, overlap, findings)
+        return _result(forced_verdict(findings, "preflight") or "unknown", facts, version, worker, patched_out, overlap,
+                       findings)
     # Where the patch is.
     for h in (facts.get("marker") or {}).get("hits", []):
         patched_out.append({"file": h.get("file"), "class": h.get("class"), "function": h.get("function"),
