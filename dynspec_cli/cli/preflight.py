@@ -49,7 +49,7 @@ def run_preflight(profile: Optional[str] = None, extra: Sequence[str] = (), *, h
         with runs.open_target(target_spec, ssh_config, known_hosts, accept_new_host_key, py) as target:
             result = pf.run(target, py, feat, flags, env_map, patched=classes, patch_diff=diff, dynamic=dynamic)
         if result["patched"]:
-            from dynspec_cli import probe_setup
+            from dynspec_cli.run import probe as probe_setup
 
             # for servers started by hand (the probe folder must exist on that host: dynspec launch copies it)
             result["probe_command"] = probe_setup.one_liner(

@@ -7,13 +7,14 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from dynspec_cli.evidence import probe_lines
 from dynspec_cli.evidence.commands import CommandReader
 from dynspec_cli.evidence.lines import Line
 from dynspec_cli.knowledge.features import Feature
 from dynspec_cli.knowledge.sglang import Knowledge
 from dynspec_cli.knowledge.tables import LogLineRow, WarningRow
 
-PROBE_PREFIX = "DYNSPEC-PROBE "
+PROBE_PREFIX = probe_lines.PREFIX
 LAUNCH_PREFIX = "DYNSPEC-LAUNCH "
 _EXCEPTION = re.compile(
     r"^(?P<exception>(?:[A-Za-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit|Warning_?)?)(?::\s*(?P<message>.*))?$"
@@ -60,9 +61,9 @@ class Classifier:
         if not self._any_literal.search(msg):
             return _maybe_exception(line)
         out: list[Observation] = []
-        at = msg.find(PROBE_PREFIX)  # another process's partial line may precede it
-        if at >= 0:
-            return [Observation("probe", line, "probe", {"json": msg[at + len(PROBE_PREFIX):]})]
+        body = probe_lines.payload(msg)
+        if body is not None:
+            return [Observation("probe", line, "probe", {"event": probe_lines.parse_event(body)})]
         if msg.startswith(LAUNCH_PREFIX):
             return [Observation("launch", line, "launch", {"json": msg[len(LAUNCH_PREFIX):]})]
         if self.feature.marker.literal in msg:

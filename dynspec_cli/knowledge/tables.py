@@ -56,7 +56,8 @@ def cached(kind: str, paths: list[Path], build):
     import pickle
 
     try:
-        stamp = "|".join(f"{p}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in paths)
+        # this file too: it defines the structures that are pickled
+        stamp = "|".join(f"{p}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in [*paths, Path(__file__)])
     except OSError:
         return build()
     key = f"{binascii.crc32(stamp.encode()):08x}{len(stamp):04x}"
@@ -219,3 +220,6 @@ class FindingDoc(msgspec.Struct, forbid_unknown_fields=True):
     what: str
     why: str
     fix: str
+    # the finding's effect on the verdict per context (log, preflight, group); absent: none
+    verdict: dict[Literal["log", "preflight", "group"], Literal["dead", "crashed"]] = {}
+    fix_template: Union[str, None] = None

@@ -75,6 +75,8 @@ class LocalProcess(Process):
 class LocalHost(Host):
     """This machine. `python` defaults to the interpreter running dynspec."""
 
+    shares_local_files = True
+
     def __init__(self, *, python: str | None = None):
         self.name = "local"
         self.python = python or sys.executable
