@@ -9,10 +9,13 @@ launch crashed while it was still starting. The evidence is collected while the 
 outweigh flags and warnings, which say what was configured."""
 from __future__ import annotations
 
+import json
+import shlex
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
 
 from dynspec_cli.evidence import frames as frame_rules
+from dynspec_cli.evidence.commands import parse_flags
 from dynspec_cli.evidence.lines import Line
 from dynspec_cli.evidence.rules import Observation
 from dynspec_cli.knowledge.sglang import Knowledge, WorkerChoice
@@ -60,6 +63,13 @@ def observe(judge: "Judge", la: "Launch", obs: Observation) -> bool:
         for dest, value in obs.data.get("flags", {}).items():
             ev.requested[dest] = (value, line)
         return True
+    if obs.kind == "launch":  # the DYNSPEC-LAUNCH header: the command dynspec itself started
+        argv = _header_argv(obs.data.get("json"))
+        if argv:
+            ev.command_line = line
+            for dest, value in parse_flags(shlex.join(argv)).items():
+                ev.requested[dest] = (value, line)
+        return False
     if obs.kind in _TROUBLE_KINDS:
         ev.trouble_line = line
         return False
@@ -102,6 +112,15 @@ def observe(judge: "Judge", la: "Launch", obs: Observation) -> bool:
             la.traceback_line = la.traceback_line or line
         return row.id != "traceback-frame"  # the judge reads traceback frames itself too
     return False
+
+
+def _header_argv(text: Optional[str]) -> Optional[list[str]]:
+    try:
+        head = json.loads(text or "")
+    except ValueError:
+        return None
+    argv = head.get("argv") if isinstance(head, dict) else None
+    return argv if isinstance(argv, list) and all(isinstance(a, str) for a in argv) else None
 
 
 def _frame_overlap(judge: "Judge", la: "Launch", value: bool, line: Line) -> None:

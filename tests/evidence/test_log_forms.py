@@ -117,3 +117,15 @@ def test_non_overlap_spec_v2_wording():
     assert v.overlap_schedule is False
     assert v.worker["class"] == "EAGLEWorkerV2" and "EAGLEWorker" not in v.worker["candidates"]
     assert v.to_json()["claims"]["worker"]["line"] == 1
+
+
+def test_dynspec_launch_header_is_requested_next_to_the_dump():
+    # what dynspec started (its DYNSPEC-LAUNCH argv) next to what sglang resolved
+    head = ('DYNSPEC-LAUNCH {"name": "seed", "argv": ["python3", "-m", "sglang.launch_server", "--speculative-algorithm", '
+            '"EAGLE", "--speculative-eagle-topk", "4"], "env": {}, "started_at": 1.0}')
+    dump = "[2026-02-27 19:49:17] server_args=ServerArgs(speculative_algorithm='EAGLE3', speculative_eagle_topk=4)"
+    req = judge_text(head + "\n" + dump + "\n").to_json()["requested"]
+    assert req["line"] == 1
+    assert req["flags"]["speculative_algorithm"] == {"requested": "EAGLE", "requested_line": 1,
+                                                     "effective": "EAGLE3", "effective_line": 2}
+    assert req["flags"]["speculative_eagle_topk"]["effective"] == 4
