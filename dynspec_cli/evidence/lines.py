@@ -31,6 +31,8 @@ _WRAPPERS = (
     re.compile(r"^`+(?=\S)"),
     # journald / syslog: Jul 10 03:06:31 host python3[1234]: msg
     re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d [\w.-]+ [\w.@/-]+(?:\[\d+\])?: "),
+    # sglang's prefix with its "[" lost in a paste: 2026-01-13 04:50:49 DP3 TP3] msg
+    re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d{1,6})?(?: [A-Z_]+\d+)*\] "),
     # sglang's short prefix (multimodal_gen and some entry points): [12-16 14:27:08] msg
     re.compile(r"^\[\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?\] ?"),
 )

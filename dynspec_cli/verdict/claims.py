@@ -250,6 +250,32 @@ def requested_algorithms(k: Knowledge, la: "Launch") -> Optional[set[str]]:
     return {name} if name else None
 
 
+def narrow_by_loop(k: Knowledge, la: "Launch", mask: int, algos: Optional[set[str]],
+                   version_text: Optional[str]) -> tuple[int, Optional[str]]:
+    """A frame of the scheduler loop proves the overlap setting that argument resolution produced;
+    with the algorithm known, only the releases whose resolution (overlap.toml) can produce it
+    for that algorithm remain (EAGLE never runs event_loop_overlap on 0.5.3)."""
+    if not mask or la.ev.overlap_frame is None or la.overlap is None or not algos:
+        return mask, version_text
+    keep = 0
+    for v in k.versions_in(mask):
+        if any(k.resolve_overlap(v, a, env=env, flags=flags, user_disable=ud, topk=t).overlap == la.overlap
+               for a in algos for env, flags in _switch_settings(k, v) for ud in (False, True) for t in (1, 4)):
+            keep |= k.mask_of(v)
+    if not keep or keep == mask:
+        return mask, version_text
+    return keep, k.single(keep) or k.span(keep)
+
+
+def _switch_settings(k: Knowledge, version: str) -> list[tuple[dict, set]]:
+    r = k.overlap_range(version)
+    if r is None or r.switch.kind == "none":
+        return [({}, set())]
+    if r.switch.kind == "env":
+        return [({r.switch.name: "True"}, set()), ({r.switch.name: "False"}, set()), ({}, set())]
+    return [({}, {r.switch.name}), ({}, set())]
+
+
 def _claim(value: Any, line: Optional[Line], basis: str) -> dict[str, Any]:
     if value is None:
         return {"value": None, "line": None, "text": None, "basis": basis or None}

@@ -450,6 +450,7 @@ class Judge:
         la = j.la
         j.algos = {la.algorithm} if la.algorithm else la.algorithms
         j.algos = j.algos or claims.requested_algorithms(self.k, la)  # issue-12 hook: the log's launch command
+        j.mask, j.version_text = claims.narrow_by_loop(self.k, la, j.mask, j.algos, j.version_text)  # issue-12 hook
         j.spec_off = la.spec_off_line is not None or (la.decode_lines >= 2 and la.decode_with_accept == 0 and not j.algos)
         if la.spec_off_line is not None:
             j.add("DS102", "server_args shows speculative_algorithm=None: speculative decoding is off, so no speculative worker runs.", line=la.spec_off_line)
