@@ -1,21 +1,20 @@
 """Preflight: before launch, from the installed sglang, the env and the flags, which worker
 class will run and whether the patched code is on its path.
 
-Facts come from the inspector (dynspec_cli/inject/inspector.py, run by the server's own python
+Facts come from the inspector (dynspec_cli/inject/inspector/, run by the server's own python
 on the target host); conclusions come from the knowledge tables (static route) and, when the
 inspector could import sglang, from sglang's own argument resolution (dynamic route)."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any, Optional
 
+from dynspec_cli import inject
 from dynspec_cli.knowledge.features import Feature
 from dynspec_cli.knowledge.findings import Finding
 from dynspec_cli.knowledge.sglang import V2_SWITCH_ENV, Knowledge, knowledge
 from dynspec_cli.verdict import workers
 
-INSPECTOR = Path(__file__).resolve().parent.parent / "inject" / "inspector.py"
 EXIT = {"reachable": 0, "dead": 1, "unknown": 3}
 _DEAD = {"DS101", "DS103", "DS107", "DS109", "DS201", "DS202", "DS204", "DS205", "DS208", "DS210"}
 
@@ -48,10 +47,11 @@ def inspect(host, python: str, feature: Feature, flags: list[str], env: dict[str
         args["patch_diff"] = patch_diff
     if sglang_path:
         args["sglang_path"] = sglang_path
-    # the inspector runs with the server's own environment (PYTHONPATH, venv variables, ...)
+    # the inspector runs with the server's own environment (PYTHONPATH, venv variables, ...); that
+    # env, the program and its input all go on stdin: values like HF_TOKEN stay off command lines
     proc_env = {k: v for k, v in env.items() if v is not None}
-    res = host.run_python(python, INSPECTOR.read_text(encoding="utf-8"), [json.dumps(args)], env=proc_env or None,
-                          timeout=timeout)
+    payload = inject.stdin(inject.program("inspector"), json.dumps(args).encode("utf-8"), proc_env)
+    res = host.run(inject.command(python), input=payload, timeout=timeout)
     try:
         return json.loads(res.stdout)
     except ValueError:
