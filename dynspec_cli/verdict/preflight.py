@@ -13,10 +13,10 @@ from dynspec_cli import inject
 from dynspec_cli.knowledge.features import Feature
 from dynspec_cli.knowledge.findings import Finding
 from dynspec_cli.knowledge.sglang import V2_SWITCH_ENV, Knowledge, knowledge
-from dynspec_cli.verdict import workers
+from dynspec_cli.verdict import flagvalues, workers
 
 EXIT = {"reachable": 0, "dead": 1, "unknown": 3}
-_DEAD = {"DS101", "DS103", "DS107", "DS109", "DS201", "DS202", "DS204", "DS205", "DS208", "DS210"}
+_DEAD = {"DS101", "DS103", "DS107", "DS109", "DS110", "DS201", "DS202", "DS204", "DS205", "DS208", "DS210"}
 
 
 def flag_values(flags: list[str]) -> dict[str, Any]:
@@ -100,6 +100,8 @@ def judge(facts: dict[str, Any], feature: Feature, flags: list[str], env: dict[s
     for uf in fl.get("user_flags") or []:
         if not uf.get("accepted", True) and uf.get("flag") != (feature.flag.name if feature.flag else None):
             findings.append(Finding("DS109", f"{uf.get('flag')} is not a flag of sglang {version}."))
+    for message in flagvalues.invalid(flags, fl.get("user_flags") or [], version):
+        findings.append(Finding("DS110", message))
     # Which worker, by the tables (static route).
     fv = flag_values(flags)
     classes = list(patched or [])

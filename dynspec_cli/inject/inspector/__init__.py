@@ -1,13 +1,16 @@
 """dynspec preflight inspector: what the sglang on THIS interpreter will run, read without running it.
 
 Runs inside someone else's interpreter (the one that will start the sglang server, possibly on a
-remote GPU host, sent as ``python - '<json>'``), so: stdlib only, Python 3.8+, nothing from dynspec.
+remote GPU host), so: stdlib only, Python 3.8+, nothing from dynspec. One module per concern
+(locate, marker, diff, bytecode, modules, flags, values, envvars, mro, dynamic; main drives them);
+dynspec ships the folder as ONE program (dynspec_cli.inject.program: the modules bundled, imported
+from memory) on stdin behind a constant ``python -c`` bootstrap. ``python -m
+dynspec_cli.inject.inspector < input.json`` runs the folder in place.
 Prints exactly one JSON document on stdout, also when it fails (then ``"ok": false`` with ``error``
 and ``exception_traceback``). Exit status 0 when ``ok``, 1 otherwise; callers parse stdout either way.
 Everything sglang or a C extension writes to fd 1 while we work is sent to stderr.
 
-Input: one JSON object as argv[1] (``@PATH`` reads it from a file; a long ``patch_diff`` may not fit
-on a command line)::
+Input: one JSON object on stdin (never on a command line: env values may be secrets, diffs are big)::
 
     marker_literal   str   substring of the log line the patch emits          (required)
     marker_pattern   str   Python regex of that line; checked against the source template
@@ -26,7 +29,7 @@ Output (``schema`` = "dynspec-inspector/1"); paths are absolute, lines 1-based::
 
     ok, error, exception_traceback, warnings[]         failure is data: ok=false + error (+ traceback)
     python     executable, version, cache_tag, prefix, in_venv, cwd, sys_path[]
-    input      the arguments as understood (patch_diff replaced by patch_diff_chars)
+    input      the arguments as understood (patch_diff replaced by patch_diff_chars, env values by "<set>")
     sglang     found, package_dir, origin, version (+ version_source), dist_version, version_py,
                metadata_version, dist_info, direct_url, in_site_packages, editable, editable_evidence[]
                {kind: direct_url.json|editable-finder|import-hook|path|egg-link|source-checkout, file},
@@ -47,7 +50,9 @@ Output (``schema`` = "dynspec-inspector/1"); paths are absolute, lines 1-based::
                stale_pyc, stale_code_runs
     flags      count, sources[] {file, style: add_argument|annotated-field, count}, errors[],
                no_cli_fields{}, feature_flag and user_flags[]: {flag, option, defined, accepted,
-               abbreviation_of, ambiguous[], defined_at {file, line, style, class, action}}, options[]
+               abbreviation_of, ambiguous[], defined_at {file, line, style, class, action},
+               values (accepted user flags) {type (as written: int, float, str, json.loads, ...),
+               choices[] | null (+ choices_unknown when not a literal), nargs, action}}, options[]
     env_defaults  {NAME: {present, file, line, raw, kind (e.g. EnvBool), default}}
     dynamic    null, or {ok, stage, flags[] (as run), env_applied, resolution_api, imported_from,
                resolved {speculative_algorithm, disable_overlap_schedule, speculative_eagle_topk,

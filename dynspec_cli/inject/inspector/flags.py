@@ -4,6 +4,7 @@ import os
 
 from .common import Source, _dotted, _subscript_slice
 from .modules import _Module, _find_class
+from .values import Context, argument_spec, field_spec
 
 
 def _is_true(node):
@@ -39,20 +40,20 @@ def _option_strings(names, action_node):
 def _field_cli(mod, ann_node, field, cache_depth=0):
     """Mirror of arg_utils.add_cli_args_from_dataclass for one field: its option strings, or None when
     the field gets no flag (no A[...] / no Arg or str metadata / no_cli=True).
-    Returns (names, reason, action_text)."""
+    Returns (names, reason, action_text, (type node, Arg keywords)) for value_spec."""
     ann = ann_node
     if isinstance(ann, ast.Constant) and isinstance(ann.value, str):  # quoted annotation
         try:
             ann = ast.parse(ann.value, mode="eval").body
         except SyntaxError:
-            return None, "unparseable string annotation", None
+            return None, "unparseable string annotation", None, None
     if isinstance(ann, ast.Name) and mod is not None and ann.id in mod.assigns and cache_depth < 3:
         return _field_cli(mod, mod.assigns[ann.id], field, cache_depth + 1)  # type alias
     if not isinstance(ann, ast.Subscript):
-        return None, "not Annotated", None
+        return None, "not Annotated", None, None
     head = _dotted(ann.value) or ""
     if head.split(".")[-1] not in ("A", "Annotated"):
-        return None, "not Annotated", None
+        return None, "not Annotated", None, None
     sl = _subscript_slice(ann)
     elts = sl.elts if isinstance(sl, ast.Tuple) else [sl]
     for meta in elts[1:]:
@@ -62,7 +63,7 @@ def _field_cli(mod, ann_node, field, cache_depth=0):
         if isinstance(resolved, ast.Call) and (_dotted(resolved.func) or "").split(".")[-1] == "Arg":
             kw = {k.arg: k.value for k in resolved.keywords if k.arg}
             if "no_cli" in kw and _is_true(kw["no_cli"]):
-                return None, "no_cli=True", None
+                return None, "no_cli=True", None, None
             cli_name = "--" + field.replace("_", "-")
             if "cli_name" in kw:
                 v = _str_value(mod, kw["cli_name"])
@@ -72,10 +73,11 @@ def _field_cli(mod, ann_node, field, cache_depth=0):
             if "aliases" in kw and isinstance(kw["aliases"], (ast.List, ast.Tuple)):
                 names += [x for x in (_str_value(mod, e) for e in kw["aliases"].elts) if x]
             action = kw.get("action")
-            return _option_strings(names, action), None, (mod.src.segment(action) if action is not None else None)
+            return (_option_strings(names, action), None, (mod.src.segment(action) if action is not None else None),
+                    (elts[0], kw))
         if _str_value(mod, resolved) is not None:
-            return ["--" + field.replace("_", "-")], None, None
-    return None, "no Arg/str metadata", None
+            return ["--" + field.replace("_", "-")], None, None, (elts[0], {})
+    return None, "no Arg/str metadata", None, None
 
 
 def _is_classvar(ann):
@@ -130,7 +132,7 @@ def collect_flags(pkg_dir, warnings):
     explicit add_argument(...) calls in srt/server_args.py, plus (when that file calls
     add_cli_args_from_dataclass) the A[...]-annotated fields of ServerArgs and of the namespace
     classes it collects (srt/arg_groups/fields/*.py), mirroring arg_utils.add_cli_args_from_dataclass."""
-    res = {"options": {}, "sources": [], "errors": [], "skipped_fields": {}}
+    res = {"options": {}, "sources": [], "errors": [], "skipped_fields": {}, "_value_sources": {}}
     sa_path = os.path.join(pkg_dir, "srt", "server_args.py")
     if not os.path.isfile(sa_path):
         res["errors"].append("no srt/server_args.py in %s" % pkg_dir)
@@ -144,9 +146,10 @@ def collect_flags(pkg_dir, warnings):
     sa_mod = _Module(src, "sglang.srt.server_args")
     cache["sglang.srt.server_args"] = sa_mod
 
-    def add(opt, file, line, style, cls=None, action=None):
+    def add(opt, file, line, style, cls=None, action=None, values=None):
         if opt not in res["options"]:
             res["options"][opt] = {"file": file, "line": line, "style": style, "class": cls, "action": action}
+            res["_value_sources"][opt] = values
 
     # explicit add_argument("--x", ...) anywhere in server_args.py
     n_explicit = 0
@@ -160,12 +163,13 @@ def collect_flags(pkg_dir, warnings):
             action = next((k.value for k in node.keywords if k.arg == "action"), None)
             for opt in _option_strings(names, action):
                 add(opt, sa_path, node.lineno, "add_argument",
-                    action=src.segment(action) if action is not None else None)
+                    action=src.segment(action) if action is not None else None, values=(sa_mod, node, None))
                 n_explicit += 1
         elif fname.split(".")[-1] == "add_cli_args_from_dataclass":
             uses_dataclass_helper = True
             helper_calls.append(node)
     res["sources"].append({"file": sa_path, "style": "add_argument", "count": n_explicit})
+    res["_context"] = Context(pkg_dir, cache)
     if not uses_dataclass_helper:
         return res
 
@@ -207,17 +211,33 @@ def collect_flags(pkg_dir, warnings):
             field = node.target.id
             if only_fields is not None and field not in only_fields:
                 continue
-            names, reason, action = _field_cli(fmod, node.annotation, field)
+            names, reason, action, meta = _field_cli(fmod, node.annotation, field)
             if names is None:
                 if reason == "no_cli=True":
                     res["skipped_fields"][field] = {"file": fmod.src.path, "line": node.lineno, "reason": reason}
                 continue
             for opt in names:
-                add(opt, fmod.src.path, node.lineno, "annotated-field", cls=fcls.name, action=action)
+                add(opt, fmod.src.path, node.lineno, "annotated-field", cls=fcls.name, action=action,
+                    values=(fmod, meta[0], meta[1]))
             per_file[fmod.src.path] = per_file.get(fmod.src.path, 0) + 1
     for f in sorted(per_file):
         res["sources"].append({"file": f, "style": "annotated-field", "count": per_file[f]})
     return res
+
+
+def value_spec(res, opt):
+    """What argparse will accept as `opt`'s value(s): {type, choices, nargs[, action]} (see values.py);
+    None when `opt` is not registered. Computed on demand: only the flags a user passes need it."""
+    src = res.get("_value_sources", {}).get(opt)
+    if src is None:
+        return None
+    mod, node, kw = src
+    try:
+        if kw is None:
+            return argument_spec(res["_context"], mod, node)
+        return field_spec(res["_context"], mod, node, kw)
+    except Exception as e:  # a construct this mirror does not know: say so, judge nothing
+        return {"type": None, "choices": None, "nargs": None, "error": "%s: %s" % (type(e).__name__, e)}
 
 
 def flag_status(flag, options):

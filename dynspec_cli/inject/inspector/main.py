@@ -10,7 +10,7 @@ from .locate import locate_sglang, record_sizes
 from .bytecode import compile_report
 from .marker import scan_marker
 from .diff import analyse_diff
-from .flags import collect_flags, flag_status
+from .flags import collect_flags, flag_status, value_spec
 from .envvars import env_defaults
 from .dynamic import dynamic_route
 
@@ -113,7 +113,10 @@ def inspect(args, result):
         fl["feature_flag"] = flag_status(args["flag"], options)
     for f in args["flags"]:
         if f.startswith("-") and not re.match(r"^-\d", f):
-            fl["user_flags"].append(flag_status(f, options))
+            rec = flag_status(f, options)
+            if rec["accepted"]:  # what its value must look like (type=, choices=, nargs=; action)
+                rec["values"] = value_spec(flags, rec["abbreviation_of"] or rec["option"])
+            fl["user_flags"].append(rec)
     if args["list_flags"]:
         fl["options"] = sorted(options)
     result["flags"] = fl
