@@ -28,10 +28,12 @@ def run_preflight(profile: Optional[str] = None, extra: Sequence[str] = (), *, h
             prof = with_overrides(load_profile(profile), host=host, env=list(env) if env else None)
             flags = prof.argv()[3:] + extra
             target_spec, py, env_map = prof.host, python or prof.python, dict(prof.env)
+            module = prof.module
             feat = load_feature(feature or prof.feature)
             classes = patched or prof.patched_class or None
         else:
             target_spec, py, feat, classes = host or "local", python or "python3", load_feature(feature), patched
+            module = "sglang.launch_server"
             env_map = {}
             for item in env or []:
                 k, eq, v = item.partition("=")
@@ -49,11 +51,8 @@ def run_preflight(profile: Optional[str] = None, extra: Sequence[str] = (), *, h
         with runs.open_target(target_spec, ssh_config, known_hosts, accept_new_host_key, py) as target:
             result = pf.run(target, py, feat, flags, env_map, patched=classes, patch_diff=diff, dynamic=dynamic)
         if result["patched"]:
-            from dynspec_cli import probe_setup
-
-            # for servers started by hand (the probe folder must exist on that host: dynspec launch copies it)
-            result["probe_command"] = probe_setup.one_liner(
-                probe_setup.probe_targets(feat, result, classes), command=[py, "-m", "sglang.launch_server", *flags])
+            result.update(_start_command(feat, result, classes, [py, "-m", module, *flags], env_map, target_spec,
+                                         ssh_config))
     except known_errors() as e:
         return report(str(e))
     if json_out:
@@ -65,3 +64,20 @@ def run_preflight(profile: Optional[str] = None, extra: Sequence[str] = (), *, h
 
         render_preflight(result)
     return result["exit_code"]
+
+
+def _start_command(feat, result, classes, argv, env, target_spec, ssh_config) -> dict:
+    """For servers started by hand: the exact judged server, with the probe, on the host named."""
+    import re
+
+    from dynspec_cli import inject, probe_setup
+    from dynspec_cli.run.manual import start_command
+
+    remote, port = None if target_spec in ("", "local") else target_spec, None
+    if remote and (m := re.fullmatch(r"(.+):(\d+)", remote)):  # user@host:port
+        remote, port = m.group(1), m.group(2)
+    cmd = start_command(argv, env, probe_setup.probe_config(probe_setup.probe_targets(feat, result, classes)),
+                        local_probe_dir=str(inject.script("probe")), remote=remote, port=port, ssh_config=ssh_config,
+                        probe_files=probe_setup.probe_files() if remote else None)
+    return {"probe_command": cmd.line, "probe_command_needs": cmd.needs, "probe_dir": cmd.probe_dir,
+            "probe_copy": cmd.copy}
