@@ -25,7 +25,7 @@ def fake_python(tmp: Path, real: str) -> Path:
     path = tmp / "bin" / "python"
     path.parent.mkdir(parents=True)
     path.write_text(f"""#!/bin/sh
-case "$1" in -c) exec {real} "$@";; esac
+case "$1" in -c|-) exec {real} "$@";; esac
 printf '%s\\0' "$0" "$@" > "$DUMP_DIR/argv"
 env -0 > "$DUMP_DIR/env"
 """)
