@@ -12,7 +12,7 @@ def run_preflight(profile: Optional[str] = None, extra: Sequence[str] = (), *, h
                   accept_new_host_key: bool = False) -> int:
     """The whole command: inspect, judge, print the report (or JSON), return the exit code.
     `extra` are the sglang server flags (what follows `--`)."""
-    from dynspec_cli.cli import runs
+    from dynspec_cli.cli import checks, runs
     from dynspec_cli.cli.errors import UsageError, known_errors, report
     from dynspec_cli.knowledge.features import load_feature
     from dynspec_cli.run.profiles import load_profile, with_overrides
@@ -41,13 +41,10 @@ def run_preflight(profile: Optional[str] = None, extra: Sequence[str] = (), *, h
                     raise UsageError(f"--env {item!r}: expected NAME=VALUE")
                 env_map[k] = v
             flags = extra
-        diff = None
-        if patch is not None:
-            try:
-                with open(patch, encoding="utf-8") as fh:
-                    diff = fh.read()
-            except OSError as e:
-                raise UsageError(f"{patch}: cannot read the diff: {e.strerror}")
+        checks.python_path(py)
+        if profile is not None:
+            checks.sglang_version(prof.sglang_version, f"{prof.source}: sglang_version")
+        diff = checks.read_diff(patch) if patch is not None else None
         with runs.open_target(target_spec, ssh_config, known_hosts, accept_new_host_key, py) as target:
             result = pf.run(target, py, feat, flags, env_map, patched=classes, patch_diff=diff, dynamic=dynamic)
         if result["patched"]:

@@ -19,6 +19,10 @@ EXIT = {"reachable": 0, "dead": 1, "unknown": 3}
 _DEAD = {"DS101", "DS103", "DS107", "DS109", "DS110", "DS201", "DS202", "DS204", "DS205", "DS208", "DS210"}
 
 
+class InterpreterError(Exception):
+    """The `python` preflight was given cannot be run on the host (bad input: one line, exit 2)."""
+
+
 def flag_values(flags: list[str]) -> dict[str, Any]:
     """--name value / --name=value / bare --name (True) from an sglang argv tail."""
     out: dict[str, Any] = {}
@@ -52,6 +56,10 @@ def inspect(host, python: str, feature: Feature, flags: list[str], env: dict[str
     proc_env = {k: v for k, v in env.items() if v is not None}
     payload = inject.stdin(inject.program("inspector"), json.dumps(args).encode("utf-8"), proc_env)
     res = host.run(inject.command(python), input=payload, timeout=timeout)
+    if not res.stdout and res.exit_code in (126, 127):  # env(1): not found / not executable
+        err = res.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise InterpreterError(f"{python} on {host.name}: " + ("no such interpreter" if res.exit_code == 127 else
+                               "not an executable interpreter") + (f" ({err[-1]})" if err else ""))
     try:
         return json.loads(res.stdout)
     except ValueError:
