@@ -146,7 +146,8 @@ def preflight_lines(r: dict[str, Any]) -> list[Line]:
             out.append(["  ", (f"the probe folder must be at {r['probe_dir']} on that host; dynspec launch puts it "
                                f"there, or copy it: {r['probe_copy']}", "dim")])
     t = (r.get("timings") or {}).get("total")
-    out += [[], ["  ", (f"exit {r['exit_code']}{f' · inspected in {t:.2f} s' if t else ''} · dynspec explain CODE for details", "dim")]]
+    explain = " · dynspec explain CODE for details" if r["findings"] else ""
+    out += [[], ["  ", (f"exit {r['exit_code']} ({r['verdict']}){f' · inspected in {t:.2f} s' if t else ''}{explain}", "dim")]]
     return out
 
 

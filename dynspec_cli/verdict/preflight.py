@@ -115,6 +115,7 @@ def judge(facts: dict[str, Any], feature: Feature, flags: list[str], env: dict[s
     classes = list(patched or [])
     if not classes:
         classes = [p["class"] for p in patched_out if p.get("class")] or [p.cls for p in feature.patch]
+    classes = list(dict.fromkeys(classes))
     algo = k.canonical_algorithm(fv.get("--speculative-algorithm")) if isinstance(fv.get("--speculative-algorithm"), str) else None
     if version and not k.known(version):
         findings.append(Finding("DS307", f"sglang {version} is not in dynspec's tables ({k.releases[0]} – {k.releases[-1]})."))
@@ -196,6 +197,8 @@ def _int(v) -> Optional[int]:
 
 def _result(verdict, facts, version, worker, patched, overlap, findings) -> dict[str, Any]:
     sg = facts.get("sglang") or {}
+    # one finding per code and message: a flag passed twice, a class named by two marker hits
+    findings = list({(f.code, f.message): f for f in findings}.values())
     findings.sort(key=lambda f: ({"error": 0, "warning": 1, "info": 2}[f.severity], f.code))
     return {
         "verdict": verdict, "exit_code": EXIT[verdict], "sglang_version": version,
