@@ -86,6 +86,9 @@ def test_a_value_after_a_switch(pythons, version):
     d = preflight(pythons[version], *BASE, "--speculative-algorithm", "EAGLE3", "--disable-overlap-schedule=1")
     (m,) = d["ds110"]
     assert "takes no value" in m
+    d = preflight(pythons[version], *BASE, "--speculative-algorithm", "EAGLE3", "--disable-overlap-sch", "yes")
+    (m,) = d["ds110"]  # an abbreviation of the switch (argparse's allow_abbrev)
+    assert "takes no value" in m and "--disable-overlap-schedule" in m
 
 
 def test_a_missing_value(pythons):

@@ -80,6 +80,8 @@ def argument_spec(ctx, mod, call):
     kw = dict((k.arg, k.value) for k in call.keywords if k.arg)
     spec = {"type": (_dotted(kw["type"]) or mod.src.segment(kw["type"])) if "type" in kw else None,
             "nargs": _nargs(kw.get("nargs"))}
+    if "action" in kw:
+        spec["action"] = _dotted(kw["action"]) or mod.src.segment(kw["action"])
     spec.update(_choices(ctx, mod, kw.get("choices")))
     return spec
 
