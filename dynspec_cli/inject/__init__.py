@@ -112,7 +112,7 @@ BOOTSTRAP = _READ + ("e=_r(int(_r(12)))\n"
                      " o=dict(os.environ);v=dict(o)\n"
                      " for k,x in json.loads(e.decode('utf-8')).items():\n"
                      "  v.pop(k,None) if x is None else v.__setitem__(k,x)\n"
-                     " if v!=o:os.execve(sys.executable,[sys.executable,'-c',%r],v)\n" % (_READ + _TAIL)) + _TAIL
+                     " if v!=o:x=sys.executable or 'python3';os.execvpe(x,[x,'-c',%r],v)\n" % (_READ + _TAIL)) + _TAIL
 
 
 def command(python: str) -> list[str]:
