@@ -89,7 +89,7 @@ def preflight(
     profile: Optional[str] = typer.Argument(None, help="Profile (.toml path or bundled name); its host, python, env and flags are used. Server flags can also follow `--`."),
     host: Optional[str] = typer.Option(None, "--host", help="Where the server will run (default: the profile's, else local)."),
     python: Optional[str] = typer.Option(None, "--python", help="The interpreter that will run the server (default: python3 on the host)."),
-    env: Optional[List[str]] = typer.Option(None, "--env", help="K=V of the server's environment (repeatable)."),
+    env: Optional[List[str]] = typer.Option(None, "--env", help="K=V of the server's environment (repeatable); K alone takes its value from this shell, so a secret stays off every command line."),
     feature: Optional[str] = typer.Option(None, "--feature", help="Bundled feature name or path to a feature .toml (default: the profile's, else dynamic-spec-disable)."),
     patch: Optional[str] = typer.Option(None, "--patch", help="The unified diff you applied (hunks -> files, lines, functions)."),
     patched_class: Optional[List[str]] = typer.Option(None, "--patched-class", help="Class holding the patch (repeatable); default: where the marker is found, else the feature's typical location."),

@@ -42,3 +42,19 @@ def read_diff(path: str) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise UsageError(f"{path}: not a text diff (byte {e.start} is not UTF-8); give the output of `git diff`") from None
+
+
+def env_item(item: str) -> str:
+    """`--env NAME=VALUE`, or `--env NAME`: the value of NAME in this shell, so a secret need not be
+    typed on dynspec's own command line (as `docker run -e NAME`)."""
+    import os
+    import re
+
+    name, eq, _ = item.partition("=")
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        raise UsageError(f"--env {item!r}: expected NAME=VALUE or NAME")
+    if eq:
+        return item
+    if name not in os.environ:
+        raise UsageError(f"--env {name}: {name} is not set in this shell (give NAME=VALUE, or export it)")
+    return f"{name}={os.environ[name]}"

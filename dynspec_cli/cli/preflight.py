@@ -13,7 +13,7 @@ def run_preflight(profile: Optional[str] = None, extra: Sequence[str] = (), *, h
     """The whole command: inspect, judge, print the report (or JSON), return the exit code.
     `extra` are the sglang server flags (what follows `--`)."""
     from dynspec_cli.cli import checks, runs
-    from dynspec_cli.cli.errors import UsageError, known_errors, report
+    from dynspec_cli.cli.errors import known_errors, report
     from dynspec_cli.knowledge.features import load_feature
     from dynspec_cli.run.profiles import load_profile, with_overrides
     from dynspec_cli.verdict import preflight as pf
@@ -21,6 +21,7 @@ def run_preflight(profile: Optional[str] = None, extra: Sequence[str] = (), *, h
     extra = list(extra)
     patched = list(patched_class) if patched_class else None
     try:
+        env = [checks.env_item(item) for item in env or []]
         if profile is not None and profile.startswith("--"):  # typer's reading of `preflight -- --flag ...`
             extra.insert(0, profile)
             profile = None
@@ -34,12 +35,7 @@ def run_preflight(profile: Optional[str] = None, extra: Sequence[str] = (), *, h
         else:
             target_spec, py, feat, classes = host or "local", python or "python3", load_feature(feature), patched
             module = "sglang.launch_server"
-            env_map = {}
-            for item in env or []:
-                k, eq, v = item.partition("=")
-                if not eq or not k:
-                    raise UsageError(f"--env {item!r}: expected NAME=VALUE")
-                env_map[k] = v
+            env_map = dict(item.split("=", 1) for item in env)
             flags = extra
         checks.python_path(py)
         if profile is not None:

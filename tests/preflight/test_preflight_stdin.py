@@ -2,6 +2,7 @@
 `--env` stay out of every process list (this machine's and, over a real sshd, the host's), and a
 large `--patch` diff is not limited by the size of an SSH command."""
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -69,6 +70,23 @@ def test_env_values_are_on_no_command_line(sglang_python, where, request):
     seen = sorted(set(watch.seen) - {p.pid})
     assert seen == [], f"secret on a command line of pids {seen}"
     assert SECRET not in out + err and "pw-0815-x" not in out + err
+
+
+@pytest.mark.ssh
+def test_env_by_name_keeps_the_value_off_dynspecs_own_command_line(sglang_python, ssh_lab):
+    """`--env NAME` takes the value from dynspec's environment: over SSH it still reaches the host."""
+    py, _, _ = sglang_python("0.5.9")
+    cmd = DYNSPEC + ["preflight", *remote(ssh_lab), "--python", py, "--json", "--env", "HF_TOKEN",
+                     "--env", "SGLANG_ENABLE_SPEC_V2", "--"] + FLAGS
+    env = dict(os.environ, HF_TOKEN=SECRET, SGLANG_ENABLE_SPEC_V2="True")
+    with CmdlineWatch(SECRET, octal(SECRET)) as watch:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
+    doc = json.loads(r.stdout)
+    assert doc["worker"]["class"] == "EAGLEWorkerV2", doc  # the switch's value reached the remote inspector
+    assert watch.sweeps > 5 and watch.seen == [], sorted(set(watch.seen))
+    r = subprocess.run(DYNSPEC + ["preflight", "--env", "NOT_SET_ANYWHERE_42", "--", *FLAGS], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "NOT_SET_ANYWHERE_42 is not set" in r.stderr
 
 
 @pytest.mark.ssh
