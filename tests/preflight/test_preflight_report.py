@@ -51,3 +51,19 @@ def test_preflight_help_lists_its_own_exit_codes():
     # what preflight returns (verdict/preflight.py): reachable 0, dead 1, bad input 2, unknown 3; never 4
     assert "0 reachable" in epilog and "1 dead" in epilog and "2 bad input" in epilog and "3 unknown" in epilog
     assert "4" not in epilog and "live" not in epilog and "crashed" not in epilog
+
+
+@pytest.mark.wheels
+def test_two_marker_lines_in_one_class_name_it_once(sglang_python):
+    py, site, rec = sglang_python("0.5.9")
+    worker = site / "sglang/srt/speculative/eagle_worker_v2.py"
+    lines = worker.read_text().splitlines(keepends=True)
+    at = next(i for i in rec.insertions if i.what == "marker").line - 1
+    lines.insert(at + 1, lines[at])  # the same log line twice in EAGLEWorkerV2.__init__
+    worker.write_text("".join(lines))
+    cmd = DYNSPEC + ["preflight", "--python", py, "--json", "--"] + SPEC + ["--speculative-eagle-topk", "4"]
+    doc = json.loads(subprocess.run(cmd, capture_output=True, text=True, timeout=120).stdout)
+    assert len(doc["patched"]) == 2 and {p["class"] for p in doc["patched"]} == {"EAGLEWorkerV2"}
+    (ds201,) = [f for f in doc["findings"] if f["code"] == "DS201"]
+    assert ds201["message"] == "sglang 0.5.9 will run EAGLEWorker, not EAGLEWorkerV2."
+    assert ds201["fix"].count("EAGLEWorkerV2") == 1
