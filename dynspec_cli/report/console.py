@@ -151,8 +151,14 @@ def preflight_lines(r: dict[str, Any]) -> list[Line]:
         out += _finding(f, line_ref=False)
     if r.get("probe_command") and r["verdict"] == "reachable":
         out += [[], ["  ", ("to start it yourself with the in-server probe:", "bold")], [f"  {r['probe_command']}"]]
+        if r.get("probe_command_needs"):
+            out.append(["  ", (f"(your shell must hold {', '.join(r['probe_command_needs'])}: secrets are never printed)", "dim")])
+        if r.get("probe_copy"):
+            out.append(["  ", (f"the probe folder must be at {r['probe_dir']} on that host; dynspec launch puts it "
+                               f"there, or copy it: {r['probe_copy']}", "dim")])
     t = (r.get("timings") or {}).get("total")
-    out += [[], ["  ", (f"exit {r['exit_code']}{f' · inspected in {t:.2f} s' if t else ''} · dynspec explain CODE for details", "dim")]]
+    explain = " · dynspec explain CODE for details" if r["findings"] else ""
+    out += [[], ["  ", (f"exit {r['exit_code']} ({r['verdict']}){f' · inspected in {t:.2f} s' if t else ''}{explain}", "dim")]]
     return out
 
 

@@ -24,7 +24,7 @@ class RunError(Exception):
 
 def ask(host: Host, python: str, *question: str, timeout: float = 30) -> dict:
     """One question of inject/hostcheck.py, answered by `python` on the host."""
-    res = host.run_python(python, inject.text("hostcheck.py"), list(question), timeout=timeout)
+    res = host.run_python(python, inject.program("hostcheck.py"), list(question), timeout=timeout)
     try:
         return json.loads(res.stdout)
     except ValueError:

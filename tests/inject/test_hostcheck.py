@@ -9,7 +9,7 @@ from dynspec_cli import inject
 
 
 def ask(*argv):
-    r = subprocess.run([sys.executable, "-I", "-", *argv], input=inject.text("hostcheck.py"), capture_output=True,
+    r = subprocess.run([sys.executable, "-I", "-", *argv], input=inject.program("hostcheck.py"), capture_output=True,
                        text=True, timeout=30)
     return r.returncode, json.loads(r.stdout)
 
