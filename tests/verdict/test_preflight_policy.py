@@ -103,3 +103,11 @@ def test_patched_v1_class_on_a_release_without_it_is_dead_from_the_log_alone():
 
     v = judge_text(ts("Load weight begin. avail mem=78.50 GB") + "\n", version="0.5.23", patched=["EAGLEWorker"])
     assert v.verdict == "dead" and "DS202" in codes(v) and "DS201" not in codes(v)
+
+
+def test_a_flag_value_the_parser_refuses_is_dead():
+    # 0.5.9 server_args.py: parser.add_argument("--tp-size", type=int, ...): "one" is an invalid int value
+    f = facts(flags={"feature_flag": {"defined": True},
+                     "user_flags": [{"flag": "--tp-size", "accepted": True, "values": {"type": "int"}}]})
+    verdict, codes = judge(f, flags=FLAGS + ["--tp-size", "one"])
+    assert verdict == "dead" and "DS110" in codes
