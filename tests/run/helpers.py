@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from tests.support.home import runs_dir
 
 STANDIN_DIR = Path(__file__).resolve().parent.parent / "standin"
 DYNSPEC = [sys.executable, "-m", "dynspec_cli"]
@@ -70,7 +71,7 @@ def group_alive(pgid: int) -> bool:
 
 
 def record(name: str) -> dict:
-    return json.loads((Path.home() / ".dynspec" / "runs" / f"{name}.json").read_text())
+    return json.loads((runs_dir() / f"{name}.json").read_text())
 
 
 def wait_for(cond, timeout: float = 30.0, step: float = 0.1) -> bool:
