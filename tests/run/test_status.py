@@ -78,7 +78,7 @@ def test_watch_keep_keeps_a_crashed_server_and_says_so(crashed_but_alive, name):
     assert doc["verdict"] == "crashed" and doc["run"]["stopped"] is False
     assert pids_in_group(rec["pgid"]) == [rec["pid"]], "--keep must keep the crashed server's processes"
     w = dynspec("watch", name, "--keep")
-    assert "kept (--keep)" in w.stdout and f"dynspec stop {name}" in w.stdout, w.stdout
+    assert "--keep: the server keeps running although it is crashed" in w.stdout and f"dynspec stop {name}" in w.stdout, w.stdout
     w = dynspec("watch", name, "--json")  # without --keep a crashed server's leftovers are stopped
     assert json.loads(w.stdout)["run"]["stopped"] is True and pids_in_group(rec["pgid"]) == []
 
