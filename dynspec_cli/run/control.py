@@ -7,6 +7,7 @@ nothing is left running unless the user asked for it (--keep, --detach, or a liv
 from __future__ import annotations
 
 import json
+import time
 from typing import Optional
 
 from dynspec_cli import inject
