@@ -158,3 +158,31 @@ def test_killed_at_random_moments_leaves_no_orphan(tmp_path):
             _sweep(name)
     print(f"random kills within {lo:.3f}-{hi:.3f}s of the launch: {outcomes}, orphans: 0")
     assert sum(outcomes.values()) == KILLS
+
+
+@pytest.mark.ssh
+def test_killed_after_the_spawn_over_ssh_leaves_a_stoppable_run(tmp_path, ssh_lab):
+    """The same over the real sshd: dynspec SIGKILLed with the server spawned and the record not
+    completed; `status --host` and `stop --host` from a fresh dynspec find and end it."""
+    name = f"o-ssh-{uuid.uuid4().hex[:6]}"
+    port = free_port()
+    prof = write_profile(tmp_path / "p.toml", name, host="dut", port=port,
+                         env={"SGLANG_ENABLE_SPEC_V2": "True", "STANDIN_PACE": "0.05"}, flags={"served-model-name": name})
+    cmd = DYNSPEC + ["launch", str(prof), "--no-preflight", "--no-probe", "--ssh-config", str(ssh_lab.ssh_config),
+                     "--known-hosts", str(ssh_lab.known_hosts)]
+    proc = subprocess.Popen(cmd, env={**os.environ, "DYNSPEC_TEST_PAUSE_AT": "spawned"},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        while b"paused at spawned" not in (line := proc.stderr.readline()):
+            assert line, f"dynspec ended before the spawn: rc {proc.wait()}"
+        proc.kill()
+        proc.wait(30)
+        assert json.loads((runs_dir() / f"{name}.json").read_text())["state"] == "starting"
+        st = dynspec("status", name, "--host", "dut", "--json", ssh=ssh_lab)
+        (row,) = json.loads(st.stdout)["runs"]
+        assert row["alive"] is True and row["state"] == "started" and processes_with(name)
+        s = dynspec("stop", name, "--host", "dut", "--grace", "5", ssh=ssh_lab)
+        assert s.returncode == 0 and "no process remains" in s.stdout, s.stderr
+        assert processes_with(name) == [] and _wait_port(port)
+    finally:
+        _sweep(name)
