@@ -72,9 +72,15 @@ def load(host: Host, name: str) -> Optional[RunRecord]:
     except FileNotFoundError:
         return None
     try:
-        return msgspec.json.decode(data, type=RunRecord)
+        rec = msgspec.json.decode(data, type=RunRecord)
     except msgspec.DecodeError:
         return None
+    if rec.state == STARTING:
+        # a launch that broke off: every caller gets the server it started, found on the host
+        from dynspec_cli.run.ownership import resolve
+
+        rec = resolve(host, rec)
+    return rec
 
 
 def pid_file_path(host: Host, name: str, token: str) -> str:
