@@ -14,7 +14,7 @@ import pytest
 from tests.multinode.helpers import (cleanup_group, fake_sglang, group, group_cmd, node_record, python_with,
                                      write_group_profile)
 from tests.run.helpers import group_alive, wait_for
-from tests.support.home import runs_dir
+from tests.support.home import runs_dir, started
 
 pytestmark = pytest.mark.netns
 
@@ -183,8 +183,7 @@ def test_ctrl_c_during_group_watch(tmp_path, netns_lab, gname, detach):
                                       *(["--detach"] if detach else [])),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        assert wait_for(lambda: all((runs_dir() / f"{gname}-n{r}.json").exists()
-                                    for r in range(2)), 60)
+        assert wait_for(lambda: all(started(f"{gname}-n{r}") for r in range(2)), 60)
         ids = pgids(gname, 2)
         assert wait_for(lambda: all(group_alive(p) for p in ids), 30)
         time.sleep(1.0)

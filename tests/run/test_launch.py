@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.run.helpers import DYNSPEC, cleanup, dynspec, group_alive, record, wait_for, write_profile
-from tests.support.home import runs_dir
+from tests.support.home import runs_dir, started
 
 
 @pytest.fixture
@@ -118,7 +118,7 @@ def test_ctrl_c(tmp_path, name, detach):
     prof = write_profile(tmp_path / "p.toml", name, env={"SGLANG_ENABLE_SPEC_V2": "True", "STANDIN_HANG_AT": "weights"})
     cmd = DYNSPEC + ["launch", str(prof), "--no-preflight"] + (["--detach"] if detach else [])
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert wait_for(lambda: (runs_dir() / f"{name}.json").exists(), 30)
+    assert wait_for(lambda: started(name), 30)
     time.sleep(1.0)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)

@@ -9,3 +9,15 @@ def dynspec_home() -> Path:
 
 def runs_dir() -> Path:
     return dynspec_home() / "runs"
+
+
+def started(name: str) -> bool:
+    """The run's record is complete: its server was spawned and its pid is known (a record is
+    first written as "starting", before the spawn)."""
+    import json
+
+    try:
+        rec = json.loads((runs_dir() / f"{name}.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return rec.get("state", "started") == "started" and rec.get("pgid", 0) > 1
