@@ -97,10 +97,11 @@ def start(host: Host, prof: Profile, feature: Feature, *, replace: bool, sglang_
     env.update(extra_env or {})
     token = uuid.uuid4().hex
     rec = RunRecord(name=prof.name, host=host.name, pid=0, pgid=0, argv=redact_argv(argv), env=redact_env(env),
-                    log=log, log_offset=offset, log_line_base=line_base, port=prof.port, started_at=records.now(), feature=feature.name,
-                    patched_class=list(prof.patched_class), sglang_version=sglang_version, python=prof.python,
-                    cwd=prof.workdir, probe=bool(extra_env and "DYNSPEC_PROBE" in extra_env),
-                    state=records.STARTING, token=token, launcher=records.launcher_id(), pid_file=records.pid_file_path(host, prof.name, token))
+                    log=log, log_offset=offset, log_line_base=line_base, port=prof.port, started_at=records.now(),
+                    feature=feature.name, patched_class=list(prof.patched_class), sglang_version=sglang_version,
+                    python=prof.python, cwd=prof.workdir, probe=bool(extra_env and "DYNSPEC_PROBE" in extra_env),
+                    state=records.STARTING, token=token, launcher=records.launcher_id(),
+                    pid_file=records.pid_file_path(host, prof.name, token))
     records.save(host, rec)
     _pause_at("intent")
     try:
@@ -167,7 +168,8 @@ def settled(host: Host, rec: RunRecord) -> RunRecord:
     launch is still under way."""
     rec = ownership.resolve(host, rec)
     if rec.state == records.STARTING:
-        raise RunError(f"run {rec.name!r} on {host.name} is still being started (no process of it yet); try again shortly")
+        raise RunError(f"run {rec.name!r} on {host.name} is still being started (no process of it yet); "
+                       f"try again shortly")
     return rec
 
 
@@ -221,6 +223,8 @@ def status(host: Host, feature_loader, names: Optional[list[str]] = None) -> lis
         if rec.state == records.STARTING:
             rec = ownership.resolve(host, rec, row["identify"])
         alive = bool(row["group_alive"]) if rec.stopped_at is None and rec.state == records.STARTED else False
+        if alive and rec.leader_start and row["leader_start"] and row["leader_start"] != rec.leader_start:
+            alive = False  # the pid (and so its group's number) is another process's now
         verdict, last_lines = rec.verdict, []
         if "log_data" in row:
             data = base64.b64decode(row["log_data"])

@@ -181,3 +181,20 @@ def test_status_over_ssh_is_one_round_trip_and_right_for_100_records(tmp_path, s
             p.wait()
         for f in runs_dir().glob(f"{prefix}-*.json"):
             f.unlink()
+
+
+def test_status_does_not_call_a_reused_pid_alive(tmp_path, name):
+    p = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    try:
+        log = tmp_path / "x.log"
+        shutil.copyfile(SEED_LIVE, log)
+        rec = {"name": name, "host": "local", "pid": p.pid, "pgid": p.pid, "argv": ["sleep", "300"], "env": {},
+               "log": str(log), "log_offset": 0, "port": 1, "started_at": time.time(),
+               "feature": "dynamic-spec-disable", "leader_start": "1", "token": uuid.uuid4().hex}
+        runs_dir().mkdir(parents=True, exist_ok=True)
+        (runs_dir() / f"{name}.json").write_text(json.dumps(rec))
+        (row,) = json.loads(dynspec("status", name, "--json").stdout)["runs"]
+        assert row["alive"] is False and p.poll() is None
+    finally:
+        p.kill()
+        p.wait()
