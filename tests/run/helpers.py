@@ -51,6 +51,8 @@ def dynspec(*args, timeout: float = 180, ssh=None, env=None) -> subprocess.Compl
 
 
 def group_alive(pgid: int) -> bool:
+    if pgid <= 1:  # a "starting" record's 0: killpg(0) would ask about the test's own group
+        return False
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
@@ -88,5 +90,21 @@ def cleanup(name: str) -> None:
         rec = record(name)
     except (OSError, ValueError):
         return
-    if group_alive(rec["pgid"]):
-        os.killpg(rec["pgid"], signal.SIGKILL)
+    groups = {rec["pgid"]} | set(token_groups(rec.get("token")))
+    for pgid in groups:
+        if group_alive(pgid):
+            os.killpg(pgid, signal.SIGKILL)
+
+
+def token_groups(token) -> list[int]:
+    """Process groups of processes carrying a launch token (a record still "starting")."""
+    if not token:
+        return []
+    out = []
+    for p in Path("/proc").iterdir():
+        try:
+            if p.name.isdigit() and f"DYNSPEC_RUN_ID={token}".encode() in (p / "environ").read_bytes().split(b"\0"):
+                out.append(os.getpgid(int(p.name)))
+        except (OSError, ProcessLookupError):
+            continue
+    return out
