@@ -156,7 +156,7 @@ def launch(
 def watch(
     name: str = typer.Argument(..., help="Run name."),
     host: str = typer.Option("local", "--host"),
-    keep: bool = typer.Option(False, "--keep"),
+    keep: bool = typer.Option(False, "--keep", help="Do not stop the server when the verdict is dead or crashed."),
     detach: bool = typer.Option(True, "--detach/--no-detach", help="On Ctrl-C leave the server running (default)."),
     timeout: Optional[float] = typer.Option(None, "--timeout"),
     json_out: bool = typer.Option(False, "--json"),
@@ -166,7 +166,7 @@ def watch(
 ) -> None:
     """Re-attach to a run (also from another machine) and watch it to its verdict."""
     from dynspec_cli.cli import runs
-    from dynspec_cli.run import records
+    from dynspec_cli.run import control, records
 
     with _errors():
         out = _out(json_out)
@@ -174,6 +174,7 @@ def watch(
             rec = records.load(target, name)
             if rec is None:
                 raise UsageError(f"no run named {name!r} on {target.name}")
+            rec = control.settled(target, rec)
             from dynspec_cli.report.runs import LaunchScreen, render_launched
             from dynspec_cli.run.launch import watch_or_interrupt
 
@@ -204,8 +205,7 @@ def stop(
             rec = records.load(target, name)
             if rec is None:
                 raise UsageError(f"no run named {name!r} on {target.name}")
-            was_alive = target.group_alive(rec.pgid)
-            gone = control.stop(target, rec, grace=grace)
+            was_alive, gone = control.stop_run(target, rec, grace=grace)
     from dynspec_cli.report.runs import render_stopped
 
     raise typer.Exit(render_stopped(_out(False), rec, was_alive=was_alive, gone=gone))
@@ -213,6 +213,7 @@ def stop(
 
 @app.command(epilog=EXIT_CODES)
 def status(
+    names: Optional[List[str]] = typer.Argument(None, help="Only these runs (default: every run on the host)."),
     host: str = typer.Option("local", "--host"),
     json_out: bool = typer.Option(False, "--json"),
     ssh_config: SshConfig = None,
@@ -225,7 +226,10 @@ def status(
 
     with _errors():
         with runs.open_target(host, ssh_config, known_hosts, accept_new_host_key) as target:
-            rows = control.status(target, load_feature)
+            rows = control.status(target, load_feature, names=names or None)
+            if names and not rows:
+                raise UsageError(f"no run named {names[0]!r} on {target.name}" if len(names) == 1
+                                 else f"no run named {' or '.join(map(repr, names))} on {target.name}")
     from dynspec_cli.report.runs import render_status
 
     render_status(_out(False), rows, host, json_out)

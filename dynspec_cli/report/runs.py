@@ -215,7 +215,8 @@ def render_status(out: "Console", rows: list[dict], host: str, json_out: bool) -
         out.print(f"no runs on {host}")
     for r in rows:
         mark, colour = MARK.get(r["verdict"] or "inconclusive", ("?", "yellow"))
-        out.print(f"[{colour}]{mark}[/] [bold]{r['name']}[/] pid {r['pid']} {'alive' if r['alive'] else 'stopped'} "
+        state = "alive" if r["alive"] else ("stopped" if r.get("state", "started") == "started" else r["state"])
+        out.print(f"[{colour}]{mark}[/] [bold]{r['name']}[/] pid {r['pid'] or '?'} {state} "
                   f"verdict {r['verdict'] or 'unknown'} port {r['port']} log {r['log']}")
         for ln in r["last_lines"]:
             out.print(f"    [dim]{_escape(ln[:200])}[/]")
@@ -227,6 +228,9 @@ def render_stopped(out: "Console", rec, *, was_alive: bool, gone: bool) -> int:
     if not gone:
         sys.stderr.write(f"dynspec: error: processes of run {rec.name!r} (group {rec.pgid}) survived SIGKILL\n")
         return 1
+    if rec.state != "started":
+        out.print(f"not started: {rec.name} (the launch ended before the server was spawned); no process remains")
+        return 0
     out.print(f"{'stopped' if was_alive else 'already stopped'}: {rec.name} (process group {rec.pgid}); no process remains")
     return 0
 

@@ -7,12 +7,13 @@ nothing is left running unless the user asked for it (--keep, --detach, or a liv
 from __future__ import annotations
 
 import json
+import time
 from typing import Optional
 
 from dynspec_cli import inject
 from dynspec_cli.evidence.rules import LAUNCH_PREFIX
 from dynspec_cli.knowledge.features import Feature
-from dynspec_cli.run import records
+from dynspec_cli.run import ownership, records
 from dynspec_cli.run.profiles import Profile
 from dynspec_cli.run.records import RunRecord
 from dynspec_cli.run.secrets import redact_argv, redact_env
@@ -69,8 +70,18 @@ def probe_env_on(host: Host, python: str, targets: list[dict], profile_env: dict
 
 def start(host: Host, prof: Profile, feature: Feature, *, replace: bool, sglang_version: Optional[str],
           extra_env: dict[str, str] | None = None) -> RunRecord:
+    """Spawn the server, detached. The record is written first ("starting", with a launch token
+    the server carries in its environment and a pid file the spawn writes before the server runs),
+    then completed: dynspec killed or interrupted at any point leaves a findable, stoppable run."""
+    import uuid
+
     old = records.load(host, prof.name)
-    if old is not None and old.stopped_at is None and host.group_alive(old.pgid):
+    if old is not None and old.state == records.STARTING:
+        old = ownership.resolve(host, old)
+        if old.state == records.STARTING:
+            raise RunError(f"run {prof.name!r} is being started on {host.name} right now; "
+                           f"wait for it (dynspec status {prof.name}), or use --name for another run")
+    if old is not None and old.stopped_at is None and old.pgid > 1 and host.group_alive(old.pgid):
         if not replace:
             raise RunError(f"run {prof.name!r} is alive on {host.name} (pid {old.pid}); "
                            f"use --replace to stop it first, or --name for another run")
@@ -84,19 +95,60 @@ def start(host: Host, prof: Profile, feature: Feature, *, replace: bool, sglang_
     argv = prof.argv()
     env = dict(prof.env)
     env.update(extra_env or {})
-    header = {"name": prof.name, "argv": redact_argv(argv), "env": redact_env(prof.env),
-              "started_at": records.now(), "feature": feature.name}
-    host.run(["sh", "-c", 'printf "%s\\n" "$1" >> "$2"', "sh", LAUNCH_PREFIX + json.dumps(header), log],
-             check=True, timeout=30)
-    spawned = host.spawn_detached(argv, env=env, cwd=records.expand(host, prof.workdir) if prof.workdir else None,
-                                  log_path=log)
-    rec = RunRecord(name=prof.name, host=host.name, pid=spawned.pid, pgid=spawned.pgid, argv=redact_argv(argv),
-                    env=redact_env(env), log=log, log_offset=offset, log_line_base=line_base, port=prof.port, started_at=header["started_at"],
+    token = uuid.uuid4().hex
+    rec = RunRecord(name=prof.name, host=host.name, pid=0, pgid=0, argv=redact_argv(argv), env=redact_env(env),
+                    log=log, log_offset=offset, log_line_base=line_base, port=prof.port, started_at=records.now(),
                     feature=feature.name, patched_class=list(prof.patched_class), sglang_version=sglang_version,
                     python=prof.python, cwd=prof.workdir, probe=bool(extra_env and "DYNSPEC_PROBE" in extra_env),
-                    leader_start=records.leader_start(host, spawned.pid))
+                    state=records.STARTING, token=token, launcher=records.launcher_id(),
+                    pid_file=records.pid_file_path(host, prof.name, token))
     records.save(host, rec)
+    _pause_at("intent")
+    try:
+        header = {"name": prof.name, "argv": redact_argv(argv), "env": redact_env(prof.env),
+                  "started_at": rec.started_at, "feature": feature.name}
+        host.run(["sh", "-c", 'printf "%s\\n" "$1" >> "$2"', "sh", LAUNCH_PREFIX + json.dumps(header), log],
+                 check=True, timeout=30)
+        _pause_at("header")
+        spawned = host.spawn_tracked(argv, env={**env, records.TOKEN_VAR: token},
+                                     cwd=records.expand(host, prof.workdir) if prof.workdir else None,
+                                     log_path=log, pid_file=rec.pid_file)
+        _pause_at("spawned")
+        rec.pid, rec.pgid, rec.state = spawned.pid, spawned.pgid, records.STARTED
+        rec.leader_start = records.leader_start(host, spawned.pid)
+        records.save(host, rec)
+    except BaseException as e:
+        _settle(host, rec, interrupted=isinstance(e, KeyboardInterrupt))
+        raise
+    ownership.forget_pid_file(host, rec)
+    _pause_at("recorded")
     return rec
+
+
+def _settle(host: Host, rec: RunRecord, *, interrupted: bool) -> None:
+    """The launch broke off: complete the record from the host, so the server (if any) is known."""
+    import sys
+
+    try:
+        rec = ownership.resolve(host, records.load(host, rec.name) or rec)
+    except BaseException:  # noqa: B902 - the intent record on the host still leads to the server
+        return
+    if interrupted and rec.state == records.STARTED and rec.stopped_at is None:
+        sys.stderr.write(f"dynspec: interrupted while starting {rec.name}: pid {rec.pid} keeps running on "
+                         f"{host.name}; stop it with: dynspec stop {rec.name} --host {host.name}\n")
+
+
+def _pause_at(step: str) -> None:
+    """Test hook (tests/run/test_orphans.py): hold still at a step of `start` so a test can kill
+    dynspec exactly there."""
+    import os
+
+    if os.environ.get("DYNSPEC_TEST_PAUSE_AT") == step:
+        import sys
+
+        sys.stderr.write(f"dynspec-test: paused at {step}\n")
+        sys.stderr.flush()
+        time.sleep(600)
 
 
 def lines_before(host: Host, log: str, offset: int) -> int:
@@ -111,47 +163,122 @@ def lines_before(host: Host, log: str, offset: int) -> int:
         return 0
 
 
+def settled(host: Host, rec: RunRecord) -> RunRecord:
+    """The record with its server found, if its launch broke off ("starting"); RunError while the
+    launch is still under way."""
+    rec = ownership.resolve(host, rec)
+    if rec.state == records.STARTING:
+        raise RunError(f"run {rec.name!r} on {host.name} is still being started (no process of it yet); "
+                       f"try again shortly")
+    return rec
+
+
 def stop(host: Host, rec: RunRecord, *, grace: float = 10.0) -> bool:
-    """SIGTERM the run's process group, SIGKILL after `grace`; True once no process remains."""
-    gone = True
-    if rec.leader_start is not None:
-        now_start = records.leader_start(host, rec.pid)
-        if now_start is not None and now_start != rec.leader_start:
-            # pid reused by a process dynspec did not start: never signal it
-            rec.stopped_at = records.now()
-            records.save(host, rec)
-            raise RunError(f"run {rec.name!r}: pid {rec.pid} on {host.name} now belongs to another process "
-                           f"(the run ended earlier); nothing was signalled")
-    if host.group_alive(rec.pgid):
-        gone = host.stop_group(rec.pgid, grace=grace)
+    """SIGTERM the run's process group, SIGKILL after `grace`; True once no process remains.
+    Only processes proven to be the run's are signalled (see run/ownership.py); otherwise
+    RunError, and nothing was signalled."""
+    return stop_run(host, rec, grace=grace)[1]
+
+
+def stop_run(host: Host, rec: RunRecord, *, grace: float = 10.0) -> tuple[bool, bool]:
+    """(was alive, gone); the record is marked stopped once nothing remains."""
+    was_alive, gone = ownership.stop(host, rec, grace=grace)
     if gone:
-        rec.stopped_at = records.now()
+        rec.stopped_at = rec.stopped_at or records.now()
         records.save(host, rec)
-    return gone
+    return was_alive, gone
+
+
+LOG_WINDOW = 4 << 20  # the verdict so far is judged from the last 4 MiB of a run's launch
+DONE_WINDOW = 64 << 10  # a run that is over keeps its recorded verdict: only its last lines are read
 
 
 def record_status(host: Host, rec: RunRecord, feature_loader) -> dict:
     """One run: alive or not, the verdict of its log so far (the last 4 MiB), the last log lines."""
+    rows = status(host, feature_loader, names=[rec.name])
+    if rows:
+        return rows[0]
+    return record_status_per_call(host, rec, feature_loader)
+
+
+def status(host: Host, feature_loader, names: Optional[list[str]] = None) -> list[dict]:
+    """Every run on the host (or the named ones), from one round trip: the host's python reads the
+    records, the process table and the log tails (dynspec_cli/inject/runstate.py); the verdicts are
+    judged here. Falls back to one call per record where that python cannot run."""
+    import base64
+
+    import msgspec
+
+    try:
+        doc = ownership.ask(host, "status", {"dir": records.expand(host, records.RUNS_DIR), "names": names,
+                                             "window_live": LOG_WINDOW, "window_done": DONE_WINDOW})
+    except RunError:
+        return status_per_call(host, feature_loader, names)
+    rows = []
+    for row in doc["runs"]:
+        try:
+            rec = msgspec.json.decode(row["record"].encode("utf-8"), type=RunRecord)
+        except (KeyError, msgspec.DecodeError):
+            continue
+        if rec.state == records.STARTING:
+            rec = ownership.resolve(host, rec, row["identify"])
+        alive = bool(row["group_alive"]) if rec.stopped_at is None and rec.state == records.STARTED else False
+        if alive and rec.leader_start and row["leader_start"] and row["leader_start"] != rec.leader_start:
+            alive = False  # the pid (and so its group's number) is another process's now
+        verdict, last_lines = rec.verdict, []
+        if "log_data" in row:
+            data = base64.b64decode(row["log_data"])
+            if not (rec.stopped_at is not None and rec.verdict is not None):
+                verdict = _judge(data, row["log_from"], rec, feature_loader, alive=alive,
+                                 quiet_for=max(0.0, doc["now"] - row["log_mtime"]))
+            last_lines = _last_lines(data)
+        else:
+            last_lines = ["(log not readable)"]
+        rows.append(_row(rec, alive, verdict, last_lines))
+    return sorted(rows, key=lambda r: r["started_at"])
+
+
+def _judge(data: bytes, start: int, rec: RunRecord, feature_loader, *, alive: bool, quiet_for: float) -> Optional[str]:
+    """The verdict of the log from byte `start` on. A live process's log that shows a crash and
+    has been quiet since is crashed (as watch decides), not "inconclusive"."""
     from dynspec_cli.verdict.pipeline import Pipeline
 
-    alive = host.group_alive(rec.pgid) if rec.stopped_at is None else False
+    feature = feature_loader(rec.feature)
+    pipe = Pipeline.for_record(rec, feature) if start == rec.log_offset else \
+        Pipeline(feature, rec.patched_class or None, rec.sglang_version, offset=start)
+    pipe.feed(data)
+    pipe.flush()
+    return pipe.verdict(at_eof=not alive, quiet_for=quiet_for).verdict
+
+
+def _last_lines(data: bytes) -> list[str]:
+    return [ln for ln in data.decode("utf-8", "replace").splitlines() if ln.strip()][-3:]
+
+
+def _row(rec: RunRecord, alive: bool, verdict: Optional[str], last_lines: list[str]) -> dict:
+    return {"name": rec.name, "host": rec.host, "pid": rec.pid, "alive": alive, "verdict": verdict,
+            "port": rec.port, "log": rec.log, "started_at": rec.started_at, "stopped_at": rec.stopped_at,
+            "state": rec.state, "last_lines": last_lines}
+
+
+def record_status_per_call(host: Host, rec: RunRecord, feature_loader) -> dict:
+    """record_status with one host call per question (the way before the one-round-trip status;
+    kept for hosts whose python cannot run the status script, and as the benchmark's baseline)."""
+    if rec.state == records.STARTING:
+        rec = ownership.resolve(host, rec)
+    alive = host.group_alive(rec.pgid) if rec.stopped_at is None and rec.pgid > 1 else False
     verdict, last_lines = rec.verdict, []
     try:
         size = host.size(rec.log) or 0
-        start = max(rec.log_offset, size - (4 << 20))
+        start = max(rec.log_offset, size - LOG_WINDOW)
         data = host.read_file(rec.log, start)
-        feature = feature_loader(rec.feature)
-        pipe = Pipeline.for_record(rec, feature) if start == rec.log_offset else \
-            Pipeline(feature, rec.patched_class or None, rec.sglang_version, offset=start)
-        pipe.feed(data)
-        pipe.flush()
-        verdict = pipe.verdict(at_eof=not alive).verdict
-        last_lines = [ln for ln in data.decode("utf-8", "replace").splitlines() if ln.strip()][-3:]
+        verdict = _judge(data, start, rec, feature_loader, alive=alive, quiet_for=0.0)
+        last_lines = _last_lines(data)
     except (FileNotFoundError, PermissionError):
         last_lines = ["(log not readable)"]
-    return {"name": rec.name, "host": rec.host, "pid": rec.pid, "alive": alive, "verdict": verdict, "port": rec.port,
-            "log": rec.log, "started_at": rec.started_at, "stopped_at": rec.stopped_at, "last_lines": last_lines}
+    return _row(rec, alive, verdict, last_lines)
 
 
-def status(host: Host, feature_loader) -> list[dict]:
-    return [record_status(host, rec, feature_loader) for rec in records.all_records(host)]
+def status_per_call(host: Host, feature_loader, names: Optional[list[str]] = None) -> list[dict]:
+    return [record_status_per_call(host, rec, feature_loader) for rec in records.all_records(host)
+            if names is None or rec.name in names]

@@ -1,5 +1,10 @@
 """Run records: what dynspec started, written on the host that runs it (so `dynspec watch`,
-`status` and `stop` work from any machine that can reach the host)."""
+`status` and `stop` work from any machine that can reach the host), in the host's dynspec home
+(`$DYNSPEC_HOME` there, default `~/.dynspec`).
+
+A record is written before the server is spawned (state "starting", with a launch token that the
+spawned process carries in its environment as DYNSPEC_RUN_ID, and the pid file the spawn writes
+first), and completed after: whatever moment dynspec dies, the server can be found and stopped."""
 from __future__ import annotations
 
 import json
@@ -10,7 +15,10 @@ import msgspec
 
 from dynspec_cli.transport import Host
 
-RUNS_DIR = "~/.dynspec/runs"
+RUNS_DIR = "~/.dynspec/runs"  # "~/.dynspec" stands for the host's dynspec home (see expand)
+HOME_PREFIX = "~/.dynspec"
+TOKEN_VAR = "DYNSPEC_RUN_ID"  # in the spawned server's environment; not a secret, just an identity
+STARTING, STARTED, NOT_STARTED = "starting", "started", "not started"
 
 
 class RunRecord(msgspec.Struct):
@@ -34,9 +42,16 @@ class RunRecord(msgspec.Struct):
     probe: bool = False
     leader_start: Optional[str] = None  # /proc/<pid>/stat start time: tells a reused pid apart
     log_line_base: int = 0  # lines of the log before log_offset (evidence keeps the file's line numbers)
+    state: str = STARTED  # starting: written before the spawn; pid/pgid 0 until resolved
+    token: Optional[str] = None  # launch token: DYNSPEC_RUN_ID=<token> in the server's environment
+    pid_file: Optional[str] = None  # written by the spawn itself before the server runs
+    launcher: Optional[str] = None  # the dynspec process that wrote a "starting" record (see launcher_id)
 
 
 def expand(host: Host, path: str) -> str:
+    """`~/.dynspec/...` is under the host's dynspec home, other `~/...` under its home."""
+    if path == HOME_PREFIX or path.startswith(HOME_PREFIX + "/"):
+        return host.dynspec_home() + path[len(HOME_PREFIX):]
     if path == "~" or path.startswith("~/"):
         return host.home().rstrip("/") + path[1:]
     return path
@@ -57,9 +72,19 @@ def load(host: Host, name: str) -> Optional[RunRecord]:
     except FileNotFoundError:
         return None
     try:
-        return msgspec.json.decode(data, type=RunRecord)
+        rec = msgspec.json.decode(data, type=RunRecord)
     except msgspec.DecodeError:
         return None
+    if rec.state == STARTING:
+        # a launch that broke off: every caller gets the server it started, found on the host
+        from dynspec_cli.run.ownership import resolve
+
+        rec = resolve(host, rec)
+    return rec
+
+
+def pid_file_path(host: Host, name: str, token: str) -> str:
+    return f"{expand(host, RUNS_DIR)}/{name}.{token}.pid"
 
 
 def all_records(host: Host) -> list[RunRecord]:
@@ -71,6 +96,47 @@ def all_records(host: Host) -> list[RunRecord]:
         if rec is not None:
             out.append(rec)
     return sorted(out, key=lambda r: r.started_at)
+
+
+def _self_stat(pid: int) -> Optional[str]:
+    try:
+        text = open(f"/proc/{pid}/stat").read()
+    except OSError:
+        return None
+    rest = text[text.rfind(")") + 2:].split()
+    return rest[19] if len(rest) > 19 and rest[0] not in ("Z", "X") else None
+
+
+def _machine() -> str:
+    import os
+    import socket
+
+    parts = [socket.gethostname()]
+    try:
+        parts.append(open("/proc/sys/kernel/random/boot_id").read().strip())
+        parts.append(os.readlink("/proc/self/ns/pid"))  # containers share a kernel, not a pid space
+    except OSError:
+        parts.append("?")
+    return "|".join(parts)
+
+
+def launcher_id() -> str:
+    """This dynspec process, as `machine|pid|start time`: lets a later dynspec on the same machine
+    tell whether the launch that wrote a "starting" record is still under way."""
+    import os
+
+    return f"{_machine()}|{os.getpid()}|{_self_stat(os.getpid())}"
+
+
+def launcher_gone(launcher: Optional[str]) -> bool:
+    """True when the launching dynspec ran on this machine and has ended (unknown: False)."""
+    if not launcher or "|?|" in launcher:
+        return False
+    machine, _, rest = launcher.rpartition("|")
+    machine, _, pid = machine.rpartition("|")
+    if machine != _machine() or not pid.isdigit():
+        return False
+    return _self_stat(int(pid)) != rest
 
 
 def now() -> float:

@@ -220,6 +220,28 @@ class Host(abc.ABC):
         pid = int(line)
         return Spawned(pid=pid, pgid=pid, log_path=log_path)
 
+    def spawn_tracked(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        log_path: str,
+        pid_file: str,
+    ) -> Spawned:
+        """spawn_detached that first writes the new process's pid to pid_file on the host (from
+        inside its own session, before the caller learns the pid): a caller killed at any moment
+        leaves a findable process, never an anonymous one."""
+        script = shell.spawn_tracked(argv, env=env, cwd=cwd, log_path=log_path, pid_file=pid_file)
+        res = self._run_script(script, timeout=60)
+        line = res.stdout.decode(errors="replace").strip()
+        if not line.isdigit():
+            why = res.stderr.decode(errors="replace").strip().splitlines()
+            raise SpawnFailed(self.name, f"could not start {argv[0]!r}: "
+                                         f"{why[-1] if why else f'exit code {res.exit_code}'}")
+        pid = int(line)
+        return Spawned(pid=pid, pgid=pid, log_path=log_path)
+
     def is_alive(self, pid: int) -> bool:
         """The process exists and is not a zombie."""
         return self._run_script(shell.call(shell.IS_ALIVE, str(int(pid))), timeout=30).ok
@@ -291,6 +313,17 @@ class Host(abc.ABC):
         if cached is None:
             res = self._run_script(shell.HOME, timeout=30)
             cached = self._home = res.stdout.decode("utf-8", "surrogateescape")
+        return cached
+
+    def dynspec_home(self) -> str:
+        """dynspec's directory on this host: its $DYNSPEC_HOME (a leading ~/ is its home), else ~/.dynspec."""
+        cached = getattr(self, "_dynspec_home", None)
+        if cached is None:
+            res = self._run_script(shell.DYNSPEC_HOME, timeout=30)
+            cached = res.stdout.decode("utf-8", "surrogateescape").rstrip("/") or self.home().rstrip("/") + "/.dynspec"
+            if cached == "~" or cached.startswith("~/"):
+                cached = self.home().rstrip("/") + cached[1:]
+            self._dynspec_home = cached
         return cached
 
     # --- following --------------------------------------------------------------------------

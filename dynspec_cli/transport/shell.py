@@ -124,6 +124,32 @@ def spawn(argv: Sequence[str], *, env: Mapping[str, str] | None, cwd: str | None
     return f"{cd}{start} &\n"
 
 
+# spawn_tracked: as SPAWN_INNER, but before anything can fail the inner sh (already in its own
+# session, so no death of the caller can reach it) writes its pid to $2 atomically: whatever moment
+# the caller dies, the process it started can be found. The pid is the server's (exec keeps it).
+SPAWN_TRACKED_INNER = r"""log=$1; pidf=$2; shift 2
+printf '%s\n' "$$" >"$pidf.tmp.$$" && mv -f -- "$pidf.tmp.$$" "$pidf"
+command -v -- "$1" >/dev/null 2>&1 || { printf 'command not found: %s\n' "$1" >&2; exit 127; }
+exec 3>&1
+exec >>"$log" 2>&1 </dev/null
+trap '' HUP
+echo "$$" >&3
+exec "$@" 3>&-
+"""
+
+
+def spawn_tracked(argv: Sequence[str], *, env: Mapping[str, str] | None, cwd: str | None, log_path: str,
+                  pid_file: str) -> str:
+    argv = check_argv(argv)
+    start = "setsid env -- " + words(*env_words(env), "/bin/sh", "-c", SPAWN_TRACKED_INNER, "sh", log_path,
+                                     pid_file, *argv)
+    cd = "" if cwd is None else f"cd -- {quote(cwd)} || exit 126\n"
+    return f"{cd}{start} &\n"
+
+
+# dynspec's own directory on the host: $DYNSPEC_HOME there, else ~/.dynspec.
+DYNSPEC_HOME = r"""printf '%s' "${DYNSPEC_HOME:-$HOME/.dynspec}" """
+
 # Alive = exists and is not a zombie. Zombies matter: a detached process is reparented to pid 1,
 # and in containers pid 1 often never reaps, so `kill -0` alone says "alive" forever.
 IS_ALIVE = r"""p=$1

@@ -9,8 +9,9 @@ import sys
 from pathlib import Path
 
 from tests.run.helpers import DYNSPEC, STANDIN_DIR, free_port, group_alive
+from tests.support.home import runs_dir
 
-RUNS = Path.home() / ".dynspec" / "runs"
+RUNS = runs_dir()
 
 
 def write_group_profile(path: Path, name: str, hosts: list[str], *, env: dict | None = None,

@@ -14,6 +14,7 @@ import pytest
 from tests.multinode.helpers import (cleanup_group, fake_sglang, group, group_cmd, node_record, python_with,
                                      write_group_profile)
 from tests.run.helpers import group_alive, wait_for
+from tests.support.home import runs_dir, started
 
 pytestmark = pytest.mark.netns
 
@@ -50,7 +51,7 @@ def test_two_nodes_live_then_status_watch_stop(tmp_path, netns_lab, gname):
     assert doc["nodes"][0]["ready"] and doc["nodes"][0]["health"].endswith(" 200")
     assert doc["nodes"][1]["detail"]["marker"]["ranks"] == ["TP1"]
     # the rendezvous went over the namespaces' network, to node 0's address
-    rec = json.loads((Path.home() / ".dynspec" / "runs" / f"{gname}.group.json").read_text())
+    rec = json.loads((runs_dir() / f"{gname}.group.json").read_text())
     assert rec["dist_init_addr"].startswith(netns_lab.addr(0) + ":") and len(rec["members"]) == 2
     ids = pgids(gname, 2)
     assert all(group_alive(p) for p in ids)
@@ -135,7 +136,7 @@ def test_preflight_catches_a_node_with_another_patched_file(tmp_path, netns_lab,
     assert doc["why"] == "preflight"
     mism = [f for f in doc["findings"] if f["code"] == "DS402"]
     assert mism and mism[0]["rank"] == 1 and mism[0]["file"] == "sglang/srt/speculative/eagle_worker_v2.py"
-    assert not (Path.home() / ".dynspec" / "runs" / f"{gname}-n0.json").exists()  # nothing started
+    assert not (runs_dir() / f"{gname}-n0.json").exists()  # nothing started
     # the same sglang on both nodes passes preflight, and the group goes live
     prof = write_group_profile(tmp_path / "g2.toml", gname, hosts(netns_lab, 2), python=str(py_good))
     r, doc = launch_json(netns_lab, prof, "--no-probe", "--stall-timeout", "30")
@@ -148,7 +149,7 @@ def test_ssh_to_one_node_dropping_mid_watch_loses_no_line(tmp_path, netns_lab, g
     proc = subprocess.Popen(group_cmd(netns_lab, "launch", str(prof), "--no-preflight", "--no-probe", "--json"),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        assert wait_for(lambda: (Path.home() / ".dynspec" / "runs" / f"{gname}.group.json").exists(), 60)
+        assert wait_for(lambda: (runs_dir() / f"{gname}.group.json").exists(), 60)
         time.sleep(1.5)
         logins = netns_lab.accepted_logins(1)
         killed = netns_lab.kill_sessions(1)
@@ -182,8 +183,7 @@ def test_ctrl_c_during_group_watch(tmp_path, netns_lab, gname, detach):
                                       *(["--detach"] if detach else [])),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        assert wait_for(lambda: all((Path.home() / ".dynspec" / "runs" / f"{gname}-n{r}.json").exists()
-                                    for r in range(2)), 60)
+        assert wait_for(lambda: all(started(f"{gname}-n{r}") for r in range(2)), 60)
         ids = pgids(gname, 2)
         assert wait_for(lambda: all(group_alive(p) for p in ids), 30)
         time.sleep(1.0)

@@ -16,6 +16,7 @@ import pytest
 
 from tests.run.helpers import DYNSPEC, cleanup, dynspec, group_alive, record, wait_for, write_profile
 from tests.support.procs import pids_in_group, pids_with
+from tests.support.home import runs_dir
 
 TH = 3
 FAST = ["--duration", "1", "--max-new-tokens", "24"]
@@ -80,7 +81,7 @@ def patched(tmp_path_factory):
 
 
 def receipt_file(name: str) -> Path:
-    return Path.home() / ".dynspec" / "runs" / f"{name}.receipt.json"
+    return runs_dir() / f"{name}.receipt.json"
 
 
 def prove(name: str, *args: str, timeout: float = 120, ssh=None) -> subprocess.CompletedProcess:

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from tests.support.home import runs_dir
 
 STANDIN_DIR = Path(__file__).resolve().parent.parent / "standin"
 DYNSPEC = [sys.executable, "-m", "dynspec_cli"]
@@ -50,6 +51,8 @@ def dynspec(*args, timeout: float = 180, ssh=None, env=None) -> subprocess.Compl
 
 
 def group_alive(pgid: int) -> bool:
+    if pgid <= 1:  # a "starting" record's 0: killpg(0) would ask about the test's own group
+        return False
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
@@ -70,7 +73,7 @@ def group_alive(pgid: int) -> bool:
 
 
 def record(name: str) -> dict:
-    return json.loads((Path.home() / ".dynspec" / "runs" / f"{name}.json").read_text())
+    return json.loads((runs_dir() / f"{name}.json").read_text())
 
 
 def wait_for(cond, timeout: float = 30.0, step: float = 0.1) -> bool:
@@ -87,5 +90,21 @@ def cleanup(name: str) -> None:
         rec = record(name)
     except (OSError, ValueError):
         return
-    if group_alive(rec["pgid"]):
-        os.killpg(rec["pgid"], signal.SIGKILL)
+    groups = {rec["pgid"]} | set(token_groups(rec.get("token")))
+    for pgid in groups:
+        if group_alive(pgid):
+            os.killpg(pgid, signal.SIGKILL)
+
+
+def token_groups(token) -> list[int]:
+    """Process groups of processes carrying a launch token (a record still "starting")."""
+    if not token:
+        return []
+    out = []
+    for p in Path("/proc").iterdir():
+        try:
+            if p.name.isdigit() and f"DYNSPEC_RUN_ID={token}".encode() in (p / "environ").read_bytes().split(b"\0"):
+                out.append(os.getpgid(int(p.name)))
+        except (OSError, ProcessLookupError):
+            continue
+    return out

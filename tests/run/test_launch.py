@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.run.helpers import DYNSPEC, cleanup, dynspec, group_alive, record, wait_for, write_profile
+from tests.support.home import runs_dir, started
 
 
 @pytest.fixture
@@ -97,7 +98,7 @@ def test_stale_record_is_not_signalled(tmp_path, name):
     assert dynspec("launch", str(prof), "--no-preflight").returncode == 1  # dead, stopped
     rec = record(name)
     rec["stopped_at"] = None  # as if dynspec had died before recording the stop
-    (Path.home() / ".dynspec" / "runs" / f"{name}.json").write_text(json.dumps(rec))
+    (runs_dir() / f"{name}.json").write_text(json.dumps(rec))
     r = dynspec("stop", name)
     assert r.returncode == 0 and "already stopped" in r.stdout
 
@@ -117,7 +118,7 @@ def test_ctrl_c(tmp_path, name, detach):
     prof = write_profile(tmp_path / "p.toml", name, env={"SGLANG_ENABLE_SPEC_V2": "True", "STANDIN_HANG_AT": "weights"})
     cmd = DYNSPEC + ["launch", str(prof), "--no-preflight"] + (["--detach"] if detach else [])
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert wait_for(lambda: (Path.home() / ".dynspec" / "runs" / f"{name}.json").exists(), 30)
+    assert wait_for(lambda: started(name), 30)
     time.sleep(1.0)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
@@ -135,9 +136,9 @@ def test_secrets_never_printed_or_recorded(tmp_path, name):
     prof = write_profile(tmp_path / "p.toml", name, env={"HF_TOKEN": secret, "MY_API_KEY": secret, "DB_PASSWORD": secret})
     r = dynspec("launch", str(prof), "--no-preflight", "--json")
     r2 = dynspec("launch", str(prof), "--no-preflight", "--replace")
-    for text in (r.stdout, r.stderr, r2.stdout, r2.stderr, (Path.home() / ".dynspec" / "runs" / f"{name}.json").read_text()):
+    for text in (r.stdout, r.stderr, r2.stdout, r2.stderr, (runs_dir() / f"{name}.json").read_text()):
         assert secret not in text
-    assert "***" in (Path.home() / ".dynspec" / "runs" / f"{name}.json").read_text()
+    assert "***" in (runs_dir() / f"{name}.json").read_text()
 
 
 HOSTILE = ["$(touch {c}/PWNED1)", "`touch {c}/PWNED2`", "; touch {c}/PWNED3", "a'b\"c $HOME", "line\nbreak", "ünïcødé ✓"]

@@ -30,7 +30,7 @@ from typing import Optional
 
 import pytest
 
-from tests.support.sshd import SSHD, _children, _comm, keygen, require_openssh
+from tests.support.sshd import SSHD, _children, _comm, _dynspec_home_env, keygen, require_openssh
 
 IP = shutil.which("ip") or "/usr/sbin/ip"
 
@@ -177,7 +177,7 @@ X11Forwarding no
 MaxStartups 200
 MaxSessions 200
 LogLevel VERBOSE
-SetEnv SHLVL=1
+SetEnv SHLVL=1{_dynspec_home_env()}
 """)
         h.log = h.dir / "sshd.log"
         logf = open(h.log, "ab")

@@ -36,6 +36,13 @@ SSH_KEYGEN = shutil.which("ssh-keygen") or "/usr/bin/ssh-keygen"
 INSTALL_HINT = "apt-get install -y openssh-server openssh-client"
 
 
+def _dynspec_home_env() -> str:
+    """The suite's DYNSPEC_HOME (tests/conftest.py) for the sessions too: a test host's records land
+    in the temp home, never in the sshd user's real ~/.dynspec."""
+    home = os.environ.get("DYNSPEC_HOME")
+    return f" DYNSPEC_HOME={home}" if home and " " not in home else ""
+
+
 def require_openssh() -> None:
     """SSH tests must run in CI, never skip: fail with the install command instead."""
     missing = [p for p in (SSHD, SSH_KEYGEN) if not os.access(p, os.X_OK)]
@@ -182,7 +189,7 @@ MaxSessions 200
 LogLevel VERBOSE
 # bash sources ~/.bashrc for ssh commands only when SHLVL < 2: skip it (pyenv/conda init costs
 # ~0.5 s per command here); real hosts pay that, the tests need not
-SetEnv SHLVL=1
+SetEnv SHLVL=1{_dynspec_home_env()}
 """)
         logf = open(log, "ab")
         proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(cfg)], stdin=subprocess.DEVNULL,
