@@ -221,8 +221,10 @@ class SSHHost(Host):
                 chan = transport.open_session(timeout=30)
                 break
             except Exception as e:  # noqa: BLE001 - paramiko raises SSHException, EOFError, OSError
-                # nothing ran yet, so trying once more on a fresh connection is safe
-                if connection_lost(transport):
+                # nothing ran yet, so trying once more on a fresh connection is safe. Unless sshd
+                # refused the channel (MaxSessions), the connection is gone, even when paramiko's
+                # reader thread has not noticed yet
+                if type(e).__name__ != "ChannelException":
                     self.drops.lost(generation, "open a session", str(e) or type(e).__name__)
                 if attempt == 2:
                     raise ConnectionLost(self.name, f"cannot open a session: {e or type(e).__name__}",
