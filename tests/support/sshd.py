@@ -146,9 +146,10 @@ class SSHServer:
 
 
 def start_sshd(dir: Path, name: str, authorized_keys: list[str], *, user: str,
-               session_env: dict[str, str] | None = None) -> SSHServer:
+               session_env: dict[str, str] | None = None, extra_config: str = "") -> SSHServer:
     """session_env: more variables for every session (e.g. HOME, so that run records a test makes
-    stay in its temp dir and never reach the real ~/.dynspec)."""
+    stay in its temp dir and never reach the real ~/.dynspec). extra_config: more sshd_config
+    lines (e.g. a ForceCommand that makes every command start late)."""
     require_openssh()
     Path("/run/sshd").mkdir(mode=0o755, parents=True, exist_ok=True)  # privilege separation dir
     dir.mkdir(parents=True, exist_ok=True)
@@ -187,7 +188,7 @@ LogLevel VERBOSE
 # bash sources ~/.bashrc for ssh commands only when SHLVL < 2: skip it (pyenv/conda init costs
 # ~0.5 s per command here); real hosts pay that, the tests need not
 SetEnv {setenv}
-""")
+{extra_config}""")
         logf = open(log, "ab")
         proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(cfg)], stdin=subprocess.DEVNULL,
                                 stdout=logf, stderr=logf, start_new_session=True)
@@ -255,9 +256,11 @@ class SSHLab:
         kw.setdefault("connect_timeout", 10)
         return SSHHost(alias, **kw)
 
-    def add_server(self, alias: str, *, session_env: dict[str, str] | None = None) -> SSHServer:
+    def add_server(self, alias: str, *, session_env: dict[str, str] | None = None,
+                   extra_config: str = "") -> SSHServer:
         pub = Path(f"{self.user_key}.pub").read_text().strip()
-        srv = start_sshd(self.dir / alias, alias, [pub], user=self.user, session_env=session_env)
+        srv = start_sshd(self.dir / alias, alias, [pub], user=self.user, session_env=session_env,
+                         extra_config=extra_config)
         self.extra[alias] = srv
         self.write_files()
         return srv
