@@ -144,7 +144,8 @@ def launch(
         out = _out(json_out)
         opts = LaunchOptions(replace=replace, keep=keep, detach=detach, watch=not no_watch,
                              preflight=not no_preflight, probe=not no_probe, timeout=timeout)
-        with runs.open_target(prof.host, ssh_config, known_hosts, accept_new_host_key, prof.python) as target:
+        with runs.open_target(prof.host, ssh_config, known_hosts, accept_new_host_key, prof.python,
+                              profile=prof) as target:
             screen = LaunchScreen(out, prof.name, json_out)
             target.drops.add_listener(screen.display.drop)
             with screen:

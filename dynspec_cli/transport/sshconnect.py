@@ -139,6 +139,8 @@ _DEST = re.compile(r"^(?:ssh://)?(?:(?P<user>[^@/]+)@)?(?:\[(?P<v6>[^\]]+)\]|(?P
 
 def parse_destination(spec: str) -> tuple[str | None, str, int | None]:
     """`[ssh://][user@]host[:port]` (IPv6 as `[addr]`) -> (user, host, port)."""
+    if not spec.isprintable():
+        raise SSHConfigError(repr(spec), "a host name cannot contain a newline or another control character")
     m = _DEST.match(spec.strip())
     if not m:
         if spec.count(":") > 1 and "@" not in spec:  # bare IPv6 address
