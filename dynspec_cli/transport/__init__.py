@@ -44,6 +44,6 @@ def open_host(spec: str, **ssh_options) -> Host:
 __all__ = [
     "AuthFailed", "CommandFailed", "CommandTimeout", "ConnectError", "ConnectionLost",
     "ConnectionRefused", "ConnectTimeout", "Event", "Follow", "FollowError", "Host", "HostCertUnsupported",
-    "HostKeyChanged", "HostKeyError", "HostKeyRevoked", "HostKeyUnknown", "HostNotFound", "LocalHost", "Result", "SSHConfigError",
-    "SSHHost", "SpawnFailed", "Spawned", "TransportError", "open_host",
+    "HostKeyChanged", "HostKeyError", "HostKeyRevoked", "HostKeyUnknown", "HostNotFound", "LocalHost",
+    "Result", "SSHConfigError", "SSHHost", "SpawnFailed", "Spawned", "TransportError", "open_host",
 ]

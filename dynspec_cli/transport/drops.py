@@ -91,6 +91,12 @@ class DropLog:
             event = Drop(self.host, "reconnected", self.count, took=took)
         self._emit(event)
 
+    def forget_outage(self) -> None:
+        """The host was closed: no outage is being repaired any more (so a later first connection
+        that fails is reported at once, not retried as a reconnect)."""
+        with self._lock:
+            self._lost_at = None
+
     def gave_up(self, what: str, detail: str) -> None:
         self._emit(Drop(self.host, "gave-up", self.count, what, detail))
 

@@ -211,6 +211,7 @@ class SSHHost(Host):
 
     def close(self) -> None:
         self._drop()
+        self.drops.forget_outage()
 
     def _start(self, script: str, *, stdin: bool) -> Process:
         command = shell.envelope(script, report_pid=True)
