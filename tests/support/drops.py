@@ -8,6 +8,7 @@ command. `PeriodicDrops` does it about once a second for a whole watch.
 from __future__ import annotations
 
 import threading
+import time
 from typing import Callable
 
 FOLLOWER_ARG = "--heartbeat"  # only the log follower's command line has it
@@ -50,6 +51,7 @@ class PeriodicDrops:
         self.server, self.wanted = server, wanted
         self.kills = 0
         self.under_a_call = 0
+        self.last_kill_at: float | None = None  # time.monotonic() of the last kill
         self.done = threading.Event()
         self._started = threading.Event()
         real_start = host._start
@@ -73,7 +75,7 @@ class PeriodicDrops:
 
     def _run(self) -> None:
         while not self.done.is_set() and self.kills < self.wanted:
-            self.done.wait(0.8)
+            self.done.wait(0.5)
             self._started.clear()
             hit = self._started.wait(1.5)
             if self.done.is_set():
@@ -81,3 +83,4 @@ class PeriodicDrops:
             if self.server.kill_sessions():
                 self.kills += 1
                 self.under_a_call += hit
+                self.last_kill_at = time.monotonic()
