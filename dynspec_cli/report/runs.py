@@ -63,7 +63,7 @@ class Display(LiveDisplay):
             if d.state != "reconnected":
                 import sys
 
-                sys.stderr.write(f"dynspec: {d.host}: {self.ssh_note}: {d.detail}\n")
+                sys.stderr.write(f"dynspec: {d.host}: {self.ssh_note}" + (f": {d.detail}\n" if d.detail else "\n"))
             return
         if self.last is not None:
             self.update(self.last)

@@ -200,8 +200,9 @@ class Follow:
                     raise
                 lost_generation = proc.generation if proc is not None else getattr(e, "generation", None)
                 if isinstance(e, ConnectionLost) or force or (proc is not None and proc.lost()):
-                    host.drops.lost(lost_generation, "follow",
-                                    "no heartbeat from the follower" if force else str(getattr(e, "detail", "")))
+                    why = ("no heartbeat from the log follower" if force else
+                           getattr(e, "detail", "") or "the log follower's connection closed")
+                    host.drops.lost(lost_generation, "follow", why)
                 if lost_since is None:
                     lost_since = time.monotonic()
                 elif time.monotonic() - lost_since > self.reconnect_for:
