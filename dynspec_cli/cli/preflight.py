@@ -69,7 +69,8 @@ def _start_command(feat, result, classes, argv, env, target_spec, ssh_config) ->
     """For servers started by hand: the exact judged server, with the probe, on the host named."""
     import re
 
-    from dynspec_cli import inject, probe_setup
+    from dynspec_cli import inject
+    from dynspec_cli.run import probe as probe_setup
     from dynspec_cli.run.manual import start_command
 
     remote, port = None if target_spec in ("", "local") else target_spec, None
