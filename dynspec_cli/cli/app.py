@@ -144,8 +144,10 @@ def launch(
         out = _out(json_out)
         opts = LaunchOptions(replace=replace, keep=keep, detach=detach, watch=not no_watch,
                              preflight=not no_preflight, probe=not no_probe, timeout=timeout)
-        with runs.open_target(prof.host, ssh_config, known_hosts, accept_new_host_key, prof.python) as target:
+        with runs.open_target(prof.host, ssh_config, known_hosts, accept_new_host_key, prof.python,
+                              profile=prof) as target:
             screen = LaunchScreen(out, prof.name, json_out)
+            target.drops.add_listener(screen.display.drop)
             with screen:
                 result = run_launch(target, prof, feature, opts, screen)
             code = render_launched(out, target, result, json_out)
@@ -179,6 +181,7 @@ def watch(
             from dynspec_cli.run.launch import watch_or_interrupt
 
             screen = LaunchScreen(out, rec.name, json_out)
+            target.drops.add_listener(screen.display.drop)
             with screen:
                 result = watch_or_interrupt(target, rec, load_feature(rec.feature), timeout=timeout, keep=keep,
                                             detach=detach, on_update=screen.update)

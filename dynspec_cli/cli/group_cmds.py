@@ -39,10 +39,11 @@ class _Opener:
         self.ssh_config, self.known_hosts, self.accept_new, self.python = ssh_config, known_hosts, accept_new, python
         self.hosts = []
 
-    def __call__(self, spec: str, python: Optional[str] = None):
+    def __call__(self, spec: str, python: Optional[str] = None, profile=None):
         from dynspec_cli.cli import runs
 
-        h = runs.open_target(spec, self.ssh_config, self.known_hosts, self.accept_new, python or self.python)
+        h = runs.open_target(spec, self.ssh_config, self.known_hosts, self.accept_new, python or self.python,
+                             profile=profile)
         self.hosts.append(h)
         return h
 
@@ -92,7 +93,7 @@ def launch(
         out = _out(json_out)
         with _Opener(ssh_config, known_hosts, accept_new_host_key) as opener:
             profs = G.node_profiles(spec)
-            targets = [opener(h, p.python) for h, p in zip(spec.hosts, profs)]
+            targets = [opener(h, p.python, p) for h, p in zip(spec.hosts, profs)]
             pre = None
             if not no_preflight:
                 pre = G.preflight_group(targets, profs, feature)

@@ -6,8 +6,11 @@ from typing import Annotated, Optional
 
 import typer
 
-SshConfig = Annotated[Optional[str], typer.Option("--ssh-config", help="ssh_config file (default ~/.ssh/config).")]
-KnownHosts = Annotated[Optional[str], typer.Option("--known-hosts", help="known_hosts file (default ~/.ssh/known_hosts).")]
+SshConfig = Annotated[Optional[str], typer.Option(
+    "--ssh-config", help="ssh_config file (default: $DYNSPEC_SSH_CONFIG, else the profile's ssh_config, else ~/.ssh/config).")]
+KnownHosts = Annotated[Optional[str], typer.Option(
+    "--known-hosts", help="known_hosts file (default: $DYNSPEC_KNOWN_HOSTS, else the profile's known_hosts, else the "
+                          "ssh_config's UserKnownHostsFile, else ~/.ssh/known_hosts).")]
 AcceptNewHostKey = Annotated[bool, typer.Option(
     "--accept-new-host-key", help="Accept and remember an unknown host key (like OpenSSH accept-new); a changed key is still refused.")]
 

@@ -25,6 +25,7 @@ def run_preflight(profile: Optional[str] = None, extra: Sequence[str] = (), *, h
         if profile is not None and profile.startswith("--"):  # typer's reading of `preflight -- --flag ...`
             extra.insert(0, profile)
             profile = None
+        prof = None
         if profile is not None:
             prof = with_overrides(load_profile(profile), host=host, env=list(env) if env else None)
             flags = prof.argv()[3:] + extra
@@ -41,11 +42,16 @@ def run_preflight(profile: Optional[str] = None, extra: Sequence[str] = (), *, h
         if profile is not None:
             checks.sglang_version(prof.sglang_version, f"{prof.source}: sglang_version")
         diff = checks.read_diff(patch) if patch is not None else None
-        with runs.open_target(target_spec, ssh_config, known_hosts, accept_new_host_key, py) as target:
+        with runs.open_target(target_spec, ssh_config, known_hosts, accept_new_host_key, py, profile=prof) as target:
             result = pf.run(target, py, feat, flags, env_map, patched=classes, patch_diff=diff, dynamic=dynamic)
         if result["patched"]:
+            from dynspec_cli.cli import sshsettings
+
+            # the ssh_config the host was reached with (option, environment or profile), so the
+            # printed copy command reaches the same host
+            cfg = sshsettings.resolve(ssh_config, known_hosts, prof)[0].value
             result.update(_start_command(feat, result, classes, [py, "-m", module, *flags], env_map, target_spec,
-                                         ssh_config))
+                                         cfg))
     except known_errors() as e:
         return report(str(e))
     if json_out:
@@ -63,7 +69,8 @@ def _start_command(feat, result, classes, argv, env, target_spec, ssh_config) ->
     """For servers started by hand: the exact judged server, with the probe, on the host named."""
     import re
 
-    from dynspec_cli import inject, probe_setup
+    from dynspec_cli import inject
+    from dynspec_cli.run import probe as probe_setup
     from dynspec_cli.run.manual import start_command
 
     remote, port = None if target_spec in ("", "local") else target_spec, None

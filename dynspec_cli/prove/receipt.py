@@ -117,7 +117,7 @@ def build(host: Host, rec: RunRecord, proof_doc: dict[str, Any], verdict: Option
 
 def write(host: Host, doc: dict[str, Any]) -> str:
     path = receipt_path(host, doc["run"]["name"])
-    host.run(["mkdir", "-p", records.expand(host, records.RUNS_DIR)], check=True, timeout=30)
+    host.run(["mkdir", "-p", records.expand(host, records.RUNS_DIR)], check=True, timeout=30, idempotent=True)
     host.write_file(path, (json.dumps(doc, indent=2, ensure_ascii=False) + "\n").encode("utf-8"), mode=0o600)
     return path
 

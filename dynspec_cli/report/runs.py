@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Optional
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from dynspec_cli.transport.drops import Drop
     from dynspec_cli.verdict.judge import Verdict
 
 
@@ -47,6 +48,25 @@ class Display(LiveDisplay):
         super().__init__(out, enabled)
         self.name = name
         self.last: Optional["Verdict"] = None
+        self.ssh_note = ""  # "ssh: reconnecting (drop N)" while a dropped connection is repaired
+
+    def drop(self, d: "Drop") -> None:
+        """A host's drop listener (`host.drops.add_listener`): shown on the live line; without
+        one (not a terminal, --json) one line on stderr per drop, so a log of the run says so too."""
+        if d.state == "lost":
+            self.ssh_note = f"ssh: reconnecting (drop {d.n})"
+        elif d.state == "reconnected":
+            self.ssh_note = f"ssh: reconnected after drop {d.n} ({d.took:.1f}s)"
+        else:
+            self.ssh_note = f"ssh: gave up reconnecting (drop {d.n})"
+        if not self.live:
+            if d.state != "reconnected":
+                import sys
+
+                sys.stderr.write(f"dynspec: {d.host}: {self.ssh_note}" + (f": {d.detail}\n" if d.detail else "\n"))
+            return
+        if self.last is not None:
+            self.update(self.last)
 
     def update(self, v: "Verdict") -> None:
         from rich.text import Text
@@ -63,7 +83,8 @@ class Display(LiveDisplay):
         worker = v.worker.get("class") or "?"
         self.live.update(Text.from_markup(
             f"[bold]{self.name}[/] {time.monotonic() - self.t0:6.1f}s  phase [cyan]{phase}{shards}[/]  "
-            f"worker {worker}  marker {'yes' if v.marker['found'] else 'no'}  [{colour}]{mark} {v.verdict}[/]"))
+            f"worker {worker}  marker {'yes' if v.marker['found'] else 'no'}  [{colour}]{mark} {v.verdict}[/]"
+            + (f"  [yellow]{_escape(self.ssh_note)}[/]" if self.ssh_note else "")))
 
 
 class LaunchScreen:
@@ -137,7 +158,7 @@ def render_launched(out: "Console", target, result, json_out: bool) -> int:
     o = result.outcome
     doc = o.verdict.to_json()
     doc["run"] = {"name": rec.name, "host": target.name, "pid": rec.pid, "log": rec.log, "why": o.why,
-                  "stopped": o.stopped, "kept": o.kept, "health": o.health}
+                  "stopped": o.stopped, "kept": o.kept, "health": o.health, "ssh_drops": target.drops.count}
     if json_out:
         emit(doc)
     else:

@@ -24,8 +24,9 @@ class RunError(Exception):
 
 
 def ask(host: Host, python: str, *question: str, timeout: float = 30) -> dict:
-    """One question of inject/hostcheck.py, answered by `python` on the host."""
-    res = host.run_python(python, inject.program("hostcheck.py"), list(question), timeout=timeout)
+    """One question of inject/hostcheck.py, answered by `python` on the host. Every question
+    only looks (a port, /health, a hash), so a connection drop under one is asked again."""
+    res = host.run_python(python, inject.program("hostcheck.py"), list(question), timeout=timeout, idempotent=True)
     try:
         return json.loads(res.stdout)
     except ValueError:

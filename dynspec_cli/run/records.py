@@ -62,7 +62,7 @@ def record_path(host: Host, name: str) -> str:
 
 
 def save(host: Host, rec: RunRecord) -> None:
-    host.run(["mkdir", "-p", expand(host, RUNS_DIR)], check=True, timeout=30)
+    host.run(["mkdir", "-p", expand(host, RUNS_DIR)], check=True, timeout=30, idempotent=True)
     host.write_file(record_path(host, rec.name), msgspec.json.encode(rec), mode=0o600)
 
 
@@ -89,7 +89,7 @@ def pid_file_path(host: Host, name: str, token: str) -> str:
 
 def all_records(host: Host) -> list[RunRecord]:
     res = host.run(["sh", "-c", 'for f in "$1"/*.json; do [ -f "$f" ] && basename "$f" .json; done', "sh",
-                    expand(host, RUNS_DIR)], timeout=30)
+                    expand(host, RUNS_DIR)], timeout=30, idempotent=True)
     out = []
     for name in res.text.split():
         rec = load(host, name)
@@ -149,7 +149,7 @@ def to_json(rec: RunRecord) -> dict[str, Any]:
 
 def leader_start(host: Host, pid: int) -> Optional[str]:
     """The process start time (clock ticks since boot) of pid, or None if unknown/gone."""
-    res = host.run(["cat", f"/proc/{int(pid)}/stat"], timeout=30)
+    res = host.run(["cat", f"/proc/{int(pid)}/stat"], timeout=30, idempotent=True)
     if not res.ok:
         return None
     text = res.text

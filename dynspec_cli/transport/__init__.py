@@ -18,8 +18,10 @@ from dynspec_cli.transport.errors import (
     ConnectionRefused,
     ConnectTimeout,
     FollowError,
+    HostCertUnsupported,
     HostKeyChanged,
     HostKeyError,
+    HostKeyRevoked,
     HostKeyUnknown,
     HostNotFound,
     SpawnFailed,
@@ -41,7 +43,7 @@ def open_host(spec: str, **ssh_options) -> Host:
 
 __all__ = [
     "AuthFailed", "CommandFailed", "CommandTimeout", "ConnectError", "ConnectionLost",
-    "ConnectionRefused", "ConnectTimeout", "Event", "Follow", "FollowError", "Host", "HostKeyChanged",
-    "HostKeyError", "HostKeyUnknown", "HostNotFound", "LocalHost", "Result", "SSHConfigError",
-    "SSHHost", "SpawnFailed", "Spawned", "TransportError", "open_host",
+    "ConnectionRefused", "ConnectTimeout", "Event", "Follow", "FollowError", "Host", "HostCertUnsupported",
+    "HostKeyChanged", "HostKeyError", "HostKeyRevoked", "HostKeyUnknown", "HostNotFound", "LocalHost",
+    "Result", "SSHConfigError", "SSHHost", "SpawnFailed", "Spawned", "TransportError", "open_host",
 ]

@@ -53,13 +53,30 @@ class HostKeyChanged(HostKeyError):
     """known_hosts has a different key for this host (always refused)."""
 
 
+class HostKeyRevoked(HostKeyError):
+    """known_hosts marks the server's key `@revoked` (refused, even if another line lists it)."""
+
+
+class HostCertUnsupported(HostKeyError):
+    """Only a `@cert-authority` line vouches for this host; dynspec cannot check host certificates."""
+
+
 class SSHConfigError(ConnectError):
     """The ssh_config could not be used (unsupported option, ProxyJump loop, bad destination)."""
 
 
 # --- using the host ------------------------------------------------------------------------------
 class ConnectionLost(TransportError):
-    """An established connection died while a command was running."""
+    """An established connection died under a command.
+
+    may_have_run: False when the command cannot have reached the host (no session could be
+    opened), so even a non-idempotent one may be tried again. generation: which connection of
+    the host died (one drop is counted once, however many calls saw it)."""
+
+    def __init__(self, host: str, message: str, *, may_have_run: bool = True, generation: int | None = None):
+        super().__init__(host, message)
+        self.may_have_run = may_have_run
+        self.generation = generation
 
 
 class CommandTimeout(TransportError):

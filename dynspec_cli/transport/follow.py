@@ -17,13 +17,8 @@ from typing import TYPE_CHECKING, Iterator, Literal
 
 from dynspec_cli import inject
 from dynspec_cli.transport import shell
-from dynspec_cli.transport.errors import (
-    AuthFailed,
-    ConnectError,
-    FollowError,
-    HostKeyError,
-    TransportError,
-)
+from dynspec_cli.transport.drops import transient
+from dynspec_cli.transport.errors import ConnectError, ConnectionLost, FollowError, TransportError
 
 if TYPE_CHECKING:
     from dynspec_cli.transport.host import Host, Process
@@ -142,13 +137,14 @@ class Follow:
         lost_since: float | None = None  # first failure of the current outage
         backoff = 0.05
         force = False
+        lost_generation: int | None = None  # the connection the last loss happened on
         while not self._stopped.is_set():
             if lost_since is not None:
                 try:
-                    host._reconnect(force=force)
-                except (HostKeyError, AuthFailed):
-                    raise  # not transient
+                    host._reconnect(force=force, generation=lost_generation)
                 except ConnectError as e:
+                    if not transient(e, reconnecting=True):
+                        raise
                     if time.monotonic() - lost_since > self.reconnect_for:
                         raise FollowError(host.name, f"gave up following {path} after "
                                                      f"{self.reconnect_for:g}s: {e.detail}") from e
@@ -188,7 +184,7 @@ class Follow:
                             if event is not None:
                                 yield event
                     if eof:
-                        if not said_hello and _host_alive(host):
+                        if not said_hello and not proc.lost() and _host_alive(host):
                             why = stderr.decode("utf-8", "replace").strip().splitlines()
                             raise FollowError(host.name, f"could not start the follower with {self.python}: "
                                                          f"{why[-1] if why else 'no output'}")
@@ -197,8 +193,16 @@ class Follow:
                         force = True  # the connection may be wedged rather than closed
                         raise _Lost()
             except (_Lost, TransportError) as e:
-                if isinstance(e, (FollowError, HostKeyError, AuthFailed)):
+                if isinstance(e, FollowError):
                     raise
+                if isinstance(e, ConnectError) and not transient(e, reconnecting=lost_since is not None
+                                                                  or host.drops.pending):
+                    raise
+                lost_generation = proc.generation if proc is not None else getattr(e, "generation", None)
+                if isinstance(e, ConnectionLost) or force or (proc is not None and proc.lost()):
+                    why = ("no heartbeat from the log follower" if force else
+                           getattr(e, "detail", "") or "the log follower's connection closed")
+                    host.drops.lost(lost_generation, "follow", why)
                 if lost_since is None:
                     lost_since = time.monotonic()
                 elif time.monotonic() - lost_since > self.reconnect_for:

@@ -6,6 +6,11 @@ log) is a POSIX sh script from `shell`. A subclass supplies only `_start(script)
 script with /bin/sh and hands back a `Process` (pipes, wait, kill), and, if its connection can
 die, `_reconnect()`. Callers never ask "am I local or remote?".
 
+Connection drops: an operation that is safe to repeat (liveness, signals, file reads and atomic
+writes) goes on through a reconnect when the connection dies under it (`_retrying`: bounded, with
+backoff, each drop told to `host.drops` listeners). `run`/`run_python` do so only when the caller
+says the command is idempotent; `spawn_detached` never runs its command twice (see there).
+
 Paths that are not absolute are relative to the host's working directory: the current directory
 for LocalHost, the login directory for SSHHost.
 """
@@ -16,13 +21,16 @@ import signal
 import threading
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Sequence, TypeVar
 
+from dynspec_cli.transport import drops as _drops
 from dynspec_cli.transport import shell
-from dynspec_cli.transport.errors import CommandFailed, CommandTimeout, SpawnFailed
+from dynspec_cli.transport.errors import CommandFailed, CommandTimeout, ConnectError, ConnectionLost, SpawnFailed
 
 if TYPE_CHECKING:
     from dynspec_cli.transport.follow import Follow
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -74,10 +82,18 @@ class Process(abc.ABC):
     def interrupt(self) -> None:
         """From any thread: make a read() blocked in another thread return eof soon."""
 
+    generation: int | None = None  # which connection of its host it runs on (None: no connection)
+
+    def lost(self) -> bool:
+        """Whether it ended because its host's connection died (not because it exited)."""
+        return False
+
 
 class Host(abc.ABC):
     name: str
     python: str  # interpreter used for the host's own helpers (the follower)
+    reconnect_for: float = _drops.RETRY_FOR  # seconds one call keeps trying through drops
+    reconnect_attempts: int = _drops.RETRY_ATTEMPTS
     # Capabilities, asked instead of "which kind of host is this?":
     # the host's files are this machine's files (a path here names the same file there)
     shares_local_files: bool = False
@@ -92,8 +108,19 @@ class Host(abc.ABC):
     def _start(self, script: str, *, stdin: bool) -> Process:
         """Run `script` with /bin/sh in its own process group. stdin=False: stdin is at EOF."""
 
-    def _reconnect(self, *, force: bool = False) -> None:
-        """Make the host usable again after its connection died (force: even if it looks alive)."""
+    def _reconnect(self, *, force: bool = False, generation: int | None = None) -> None:
+        """Make the host usable again after its connection died (force: even if it looks alive;
+        with `generation`, only if the current connection is still that one, so two threads that
+        saw the same drop do not tear down each other's fresh connection)."""
+
+    @property
+    def drops(self) -> _drops.DropLog:
+        """Connection drops so far (`.count`, `.reconnect_times`) and `.add_listener(fn)`: fn(Drop)
+        is called on every drop, reconnect and give-up (e.g. a live display)."""
+        log = self.__dict__.get("_drop_log")
+        if log is None:
+            log = self.__dict__.setdefault("_drop_log", _drops.DropLog(self.name))
+        return log
 
     def close(self) -> None:
         """Release connections. The host object can be used again (it reconnects)."""
@@ -117,10 +144,14 @@ class Host(abc.ABC):
         input: bytes | None = None,
         timeout: float | None = None,
         check: bool = False,
+        idempotent: bool = False,
     ) -> Result:
         """Run argv to completion. env adds to (overrides in) the host's environment.
-        timeout: the process group is killed and CommandTimeout raised."""
-        result = self._run_script(shell.command(argv, env=env, cwd=cwd), input=input, timeout=timeout)
+        timeout: the process group is killed and CommandTimeout raised.
+        idempotent: running it twice is harmless (a read, `mkdir -p`), so a connection drop under
+        it is retried through a reconnect; otherwise a drop raises ConnectionLost."""
+        result = self._script(argv[0] if argv else "run", shell.command(argv, env=env, cwd=cwd), input=input,
+                              timeout=timeout, idempotent=idempotent)
         if check and not result.ok:
             raise _failed(self.name, argv[0], result)
         return result
@@ -135,11 +166,13 @@ class Host(abc.ABC):
         cwd: str | None = None,
         timeout: float | None = None,
         check: bool = False,
+        idempotent: bool = False,
     ) -> Result:
         """Run a script with the host's `python` (`python - args`); the text goes on stdin, so
-        nothing is written on the host and the script cannot itself read stdin."""
+        nothing is written on the host and the script cannot itself read stdin. idempotent: as
+        for `run` (a health or port check is; a load generator is not)."""
         return self.run([python, "-", *args], env=env, cwd=cwd, input=script.encode("utf-8"),
-                        timeout=timeout, check=check)
+                        timeout=timeout, check=check, idempotent=idempotent)
 
     def stream_python(
         self,
@@ -169,6 +202,46 @@ class Host(abc.ABC):
                 raise _failed(self.name, python, Result(code, b"", bytes(err)))
         finally:
             proc.kill()
+
+    def _script(self, what: str, script: str, *, input: bytes | None = None, timeout: float | None = None,
+                idempotent: bool = True) -> Result:
+        return self._retrying(what, lambda: self._run_script(script, input=input, timeout=timeout),
+                              idempotent=idempotent)
+
+    def _retrying(self, what: str, call: Callable[[], T], *, idempotent: bool) -> T:
+        """call() until it returns. A ConnectionLost is tried again (each try reconnects) when the
+        call is idempotent or cannot have reached the host; a failed reconnect while a drop is
+        being repaired is tried again unless it can never work (host key, ssh_config). Bounded by
+        `reconnect_for` seconds and `reconnect_attempts` tries, 0.05 s doubling to 2 s apart."""
+        log = self.drops
+        backoff = _drops.Backoff()
+        give_up_at: float | None = None
+        tries = 0
+        while True:
+            try:
+                return call()
+            except ConnectionLost as e:
+                log.lost(e.generation, what, e.detail)
+                self._reconnect_later(e.generation)
+                if e.may_have_run and not idempotent:
+                    raise
+                err: Exception = e
+            except ConnectError as e:
+                if not (log.pending and _drops.transient(e, reconnecting=True)):
+                    raise
+                err = e
+            tries += 1
+            now = time.monotonic()
+            give_up_at = give_up_at or now + self.reconnect_for
+            if now >= give_up_at or tries >= self.reconnect_attempts:
+                detail = getattr(err, "detail", str(err))
+                log.gave_up(what, detail)
+                raise type(err)(self.name, f"{what}: gave up after {tries} attempts to get the connection back "
+                                           f"({self.reconnect_for:g}s budget): {detail}") from err
+            time.sleep(backoff.next())
+
+    def _reconnect_later(self, generation: int | None) -> None:
+        """Forget the dead connection `generation` (the next command opens a new one)."""
 
     def _run_script(self, script: str, *, input: bytes | None = None, timeout: float | None = None) -> Result:
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -210,8 +283,12 @@ class Host(abc.ABC):
     ) -> Spawned:
         """Start argv in its own session (setsid; SIGHUP ignored as with nohup), stdin from
         /dev/null, stdout+stderr appended to log_path. It outlives this call, the SSH session and
-        the connection. Returns the real pid of argv (== its pgid)."""
-        res = self._run_script(shell.spawn(argv, env=env, cwd=cwd, log_path=log_path), timeout=60)
+        the connection. Returns the real pid of argv (== its pgid).
+        A drop before the command reached the host is retried; a drop after it may have (the exec
+        request was sent) raises ConnectionLost: starting a second server would be worse than
+        reporting that the first one's pid is unknown."""
+        res = self._script("spawn", shell.spawn(argv, env=env, cwd=cwd, log_path=log_path), timeout=60,
+                           idempotent=False)
         line = res.stdout.decode(errors="replace").strip()
         if not line.isdigit():
             why = res.stderr.decode(errors="replace").strip().splitlines()
@@ -244,18 +321,20 @@ class Host(abc.ABC):
 
     def is_alive(self, pid: int) -> bool:
         """The process exists and is not a zombie."""
-        return self._run_script(shell.call(shell.IS_ALIVE, str(int(pid))), timeout=30).ok
+        return self._script("is_alive", shell.call(shell.IS_ALIVE, str(int(pid))), timeout=30).ok
 
     def group_alive(self, pgid: int) -> bool:
         """Some non-zombie process is still in process group pgid."""
-        return self._run_script(shell.call(shell.GROUP_ALIVE, str(int(pgid))), timeout=30).ok
+        return self._script("group_alive", shell.call(shell.GROUP_ALIVE, str(int(pgid))), timeout=30).ok
 
     def signal_group(self, pgid: int, sig: int = signal.SIGTERM) -> bool:
-        """Send sig to every process of group pgid. False if the group no longer exists."""
+        """Send sig to every process of group pgid. False if the group no longer exists.
+        Retried through a drop: the same signal twice to a group that is going down asks for the
+        same thing, and the group is checked to still exist right before each try."""
         if int(pgid) <= 1:
             raise ValueError(f"refusing to signal process group {pgid}")
         script = shell.call(shell.SIGNAL_GROUP, shell.signal_name(sig), str(int(pgid)))
-        return self._run_script(script, timeout=30).ok
+        return self._script("signal_group", script, timeout=30).ok
 
     def stop_group(self, pgid: int, *, grace: float = 10.0) -> bool:
         """SIGTERM the group, SIGKILL what is left after `grace` seconds. True once none remain."""
@@ -275,7 +354,7 @@ class Host(abc.ABC):
 
     # --- files ------------------------------------------------------------------------------
     def read_file(self, path: str, offset: int = 0, length: int = -1) -> bytes:
-        res = self._run_script(shell.call(shell.READ_FILE, path, str(int(offset)), str(int(length))))
+        res = self._script("read_file", shell.call(shell.READ_FILE, path, str(int(offset)), str(int(length))))
         if res.exit_code == 3:
             raise FileNotFoundError(2, f"{self.name}: no such file", path)
         if res.exit_code == 4:
@@ -287,22 +366,23 @@ class Host(abc.ABC):
         return res.stdout
 
     def write_file(self, path: str, data: bytes, mode: int = 0o600) -> None:
-        """Atomically replace path with data (parent directory must exist)."""
-        res = self._run_script(shell.call(shell.WRITE_FILE, path, format(mode, "o")), input=bytes(data))
+        """Atomically replace path with data (parent directory must exist). Atomic, so writing
+        it again after a drop leaves the same file."""
+        res = self._script("write_file", shell.call(shell.WRITE_FILE, path, format(mode, "o")), input=bytes(data))
         if not res.ok:
             raise OSError(f"{self.name}: writing {path}: {res.stderr.decode(errors='replace').strip()}")
 
     def exists(self, path: str) -> bool:
-        return self._run_script(shell.call(shell.EXISTS, path)).ok
+        return self._script("exists", shell.call(shell.EXISTS, path)).ok
 
     def size(self, path: str) -> int | None:
         """Size in bytes of a regular file, None if there is none (e.g. to follow from the end)."""
-        res = self._run_script(shell.call(shell.SIZE, path))
+        res = self._script("size", shell.call(shell.SIZE, path))
         return int(res.stdout) if res.ok else None
 
     def remove(self, path: str) -> None:
         """Remove a file (or symlink); a missing path is fine, a directory is an error."""
-        res = self._run_script(shell.call(shell.REMOVE, path))
+        res = self._script("remove", shell.call(shell.REMOVE, path))
         if res.exit_code == 5:
             raise IsADirectoryError(21, f"{self.name}: is a directory", path)
         if not res.ok:
@@ -311,7 +391,7 @@ class Host(abc.ABC):
     def home(self) -> str:
         cached = getattr(self, "_home", None)
         if cached is None:
-            res = self._run_script(shell.HOME, timeout=30)
+            res = self._script("home", shell.HOME, timeout=30)
             cached = self._home = res.stdout.decode("utf-8", "surrogateescape")
         return cached
 

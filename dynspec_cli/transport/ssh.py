@@ -33,10 +33,11 @@ class SSHProcess(Process):
     """One exec channel. The envelope reports the session's pid as the first stderr line (taken
     off here): killing needs it, because sshd ignores "signal" requests for root logins."""
 
-    def __init__(self, host: "SSHHost", transport, chan, *, stdin: bool):
+    def __init__(self, host: "SSHHost", transport, chan, *, stdin: bool, generation: int):
         self._host = host
         self._transport = transport
         self._chan = chan
+        self.generation = generation
         self._pid: int | None = None
         self._head = b""
         if not stdin:
@@ -76,10 +77,14 @@ class SSHProcess(Process):
         if not self._chan.status_event.wait(timeout):
             return None
         code = self._chan.exit_status
-        if code == -1 and not self._transport.is_active():
-            raise ConnectionLost(self._host.name, "connection lost while a command was running")
+        if code == -1 and self.lost():
+            raise ConnectionLost(self._host.name, "connection lost while a command was running",
+                                 generation=self.generation)
         self._exited = True
         return code
+
+    def lost(self) -> bool:
+        return connection_lost(self._transport)
 
     def interrupt(self) -> None:
         self._chan.close()  # paramiko: thread-safe; a blocked read() sees eof
@@ -92,6 +97,16 @@ class SSHProcess(Process):
             if self._pid and self._transport.is_active():
                 self._host._kill_group(self._transport, self._pid)
         chan.close()
+
+
+def connection_lost(transport) -> bool:
+    """Whether the transport died. Not just `not is_active()`: paramiko's reader thread closes
+    the channels (so a waiter sees exit status -1, as for a command killed by a signal) before
+    it marks the transport inactive, but after it has stored the exception that ended it."""
+    if not transport.is_active():
+        return True
+    e = transport.saved_exception
+    return e is not None and type(e).__name__ != "ChannelException"  # that one: a refused channel only
 
 
 def _send_signal(chan, name: str) -> None:
@@ -146,6 +161,7 @@ class SSHHost(Host):
         )
         self._lock = threading.RLock()
         self._conn = None
+        self._generation = 0  # +1 per connection made; a drop names the one that died
 
     def address(self) -> str | None:
         from dynspec_cli.transport import sshconnect
@@ -155,23 +171,37 @@ class SSHHost(Host):
 
     def connect(self) -> "SSHHost":
         """Connect now (raising ConnectError subclasses) instead of at the first operation."""
+        self._connection()
+        return self
+
+    def _connection(self):
+        """The live connection (made if needed) and its generation."""
         with self._lock:
-            if self._conn is None or not self._conn.active():
+            if self._conn is None or not self._conn.active() or connection_lost(self._conn.transport):
+                if self._conn is not None:  # not closed by us: it died between two commands
+                    self.drops.lost(self._generation, "connect", "the connection had died")
                 self._drop()
                 from dynspec_cli.transport import sshconnect
 
                 self._conn = sshconnect.connect(self._options)
-        return self
+                self._generation += 1
+                self.drops.reconnected()  # nothing unless a drop was being repaired
+            return self._conn, self._generation
 
     def _connected(self) -> bool:
         conn = self._conn
         return conn is not None and conn.active()
 
-    def _reconnect(self, *, force: bool = False) -> None:
+    def _reconnect(self, *, force: bool = False, generation: int | None = None) -> None:
         with self._lock:
             if force:
-                self._drop()
+                self._reconnect_later(generation)
             self.connect()
+
+    def _reconnect_later(self, generation: int | None) -> None:
+        with self._lock:
+            if generation is None or generation == self._generation:
+                self._drop()
 
     def _drop(self) -> None:
         with self._lock:
@@ -181,26 +211,34 @@ class SSHHost(Host):
 
     def close(self) -> None:
         self._drop()
+        self.drops.forget_outage()
 
     def _start(self, script: str, *, stdin: bool) -> Process:
         command = shell.envelope(script, report_pid=True)
         for attempt in (1, 2):
-            self.connect()
-            transport = self._conn.transport
+            conn, generation = self._connection()
+            transport = conn.transport
             try:
                 chan = transport.open_session(timeout=30)
                 break
             except Exception as e:  # noqa: BLE001 - paramiko raises SSHException, EOFError, OSError
-                # nothing ran yet, so trying once more on a fresh connection is safe
+                # nothing ran yet, so trying once more on a fresh connection is safe. Unless sshd
+                # refused the channel (MaxSessions), the connection is gone, even when paramiko's
+                # reader thread has not noticed yet
+                if type(e).__name__ != "ChannelException":
+                    self.drops.lost(generation, "open a session", str(e) or type(e).__name__)
                 if attempt == 2:
-                    raise ConnectionLost(self.name, f"cannot open a session: {e or type(e).__name__}") from None
-                self._drop()
+                    raise ConnectionLost(self.name, f"cannot open a session: {e or type(e).__name__}",
+                                         may_have_run=False, generation=generation) from None
+                self._reconnect_later(generation)
         try:
             chan.exec_command(command)
         except Exception as e:  # noqa: BLE001
             chan.close()
-            raise ConnectionLost(self.name, f"cannot start a command: {e or type(e).__name__}") from None
-        return SSHProcess(self, transport, chan, stdin=stdin)
+            # the exec request may have reached sshd before the connection died: it may be running
+            raise ConnectionLost(self.name, f"cannot start a command: {e or type(e).__name__}",
+                                 generation=generation) from None
+        return SSHProcess(self, transport, chan, stdin=stdin, generation=generation)
 
     def _kill_group(self, transport, pgid: int) -> None:
         """SIGKILL a session's process group over a fresh channel of the same connection."""

@@ -10,8 +10,13 @@ UserKnownHostsFile, StrictHostKeyChecking accept-new, ConnectTimeout, ServerAliv
 Keys: IdentityFile entries, else the default ~/.ssh/id_* keys, plus ssh-agent (unless
 IdentitiesOnly). Password / keyboard-interactive auth is not attempted: this is a batch tool.
 
-Host keys: unknown -> HostKeyUnknown unless accept-new (then appended to known_hosts);
-changed (or known only with another key type) -> HostKeyChanged, always.
+Host keys, from known_hosts as OpenSSH reads it (knownhosts.py: markers, hashed names, patterns,
+several keys per host; UserKnownHostsFile and GlobalKnownHostsFile): a key marked @revoked ->
+HostKeyRevoked; the server's key on any line for the host -> accepted; unknown -> HostKeyUnknown
+unless accept-new (then appended to the first user file); another key (or only keys of another
+type) -> HostKeyChanged, always; vouched for only by a @cert-authority line -> HostCertUnsupported
+(paramiko does not negotiate host certificates). The server is asked for the key types known for
+it first, as OpenSSH does.
 """
 from __future__ import annotations
 
@@ -53,12 +58,16 @@ def _defer_import(name: str) -> None:
 _defer_import("invoke")
 import paramiko  # noqa: E402
 
+from dynspec_cli.transport import knownhosts
 from dynspec_cli.transport.errors import (
     AuthFailed,
     ConnectError,
     ConnectionRefused,
     ConnectTimeout,
+    HostCertUnsupported,
     HostKeyChanged,
+    HostKeyError,
+    HostKeyRevoked,
     HostKeyUnknown,
     HostNotFound,
     SSHConfigError,
@@ -81,10 +90,11 @@ class Target:
     proxy_jump: list[str]
     proxy_command: str | None
     host_key_alias: str | None
-    known_hosts: str
+    known_hosts: str  # the user file accept-new writes to (the first)
     accept_new: bool
     connect_timeout: float
     keepalive: float
+    known_hosts_files: list[str] = field(default_factory=list)  # every file read, user files first
 
     @property
     def label(self) -> str:
@@ -129,6 +139,8 @@ _DEST = re.compile(r"^(?:ssh://)?(?:(?P<user>[^@/]+)@)?(?:\[(?P<v6>[^\]]+)\]|(?P
 
 def parse_destination(spec: str) -> tuple[str | None, str, int | None]:
     """`[ssh://][user@]host[:port]` (IPv6 as `[addr]`) -> (user, host, port)."""
+    if not spec.isprintable():
+        raise SSHConfigError(repr(spec), "a host name cannot contain a newline or another control character")
     m = _DEST.match(spec.strip())
     if not m:
         if spec.count(":") > 1 and "@" not in spec:  # bare IPv6 address
@@ -182,7 +194,10 @@ def resolve(spec: str, config: paramiko.SSHConfig, opts: Options) -> Target:
     except ValueError as e:
         raise SSHConfigError(spec, f"bad Port in ssh_config: {conf.get('port')!r}") from e
     jumps = opt("proxyjump")
-    known = opts.known_hosts_path or (opt("userknownhostsfile") or "~/.ssh/known_hosts").split()[0]
+    user_files = [opts.known_hosts_path] if opts.known_hosts_path else \
+        (opt("userknownhostsfile") or "~/.ssh/known_hosts").split()
+    global_files = (opt("globalknownhostsfile") or "/etc/ssh/ssh_known_hosts /etc/ssh/ssh_known_hosts2").split()
+    known = user_files[0]
     accept_new = opts.accept_new_host_key
     if accept_new is None:
         accept_new = (opt("stricthostkeychecking") or "").lower() == "accept-new"
@@ -202,32 +217,62 @@ def resolve(spec: str, config: paramiko.SSHConfig, opts: Options) -> Target:
         accept_new=accept_new,
         connect_timeout=timeout,
         keepalive=keepalive,
+        known_hosts_files=[os.path.expanduser(p) for p in user_files + global_files],
     )
 
 
 # --- host keys -----------------------------------------------------------------------------------
 def fingerprint(key: paramiko.PKey) -> str:
-    return f"{_key_type(key)} {key.fingerprint}"
-
-
-def _key_type(key: paramiko.PKey) -> str:
-    name = key.get_name()
-    return {"ssh-ed25519": "ED25519", "ssh-rsa": "RSA"}.get(name, name.upper())
+    return knownhosts.fingerprint(key.get_name(), key.asbytes())
 
 
 class HostKeyPolicy(paramiko.MissingHostKeyPolicy):
-    """Unknown host key: refuse, or (accept-new) record it in known_hosts and go on."""
+    """Every host key decision. The client is given no host keys, so paramiko hands each server
+    key here; known_hosts is read by knownhosts.py, not paramiko's HostKeys (see there why)."""
 
-    def __init__(self, target: Target):
+    def __init__(self, target: Target, entries: list):
         self.target = target
+        self.entries = entries
 
     def missing_host_key(self, client, hostname, key):
         t = self.target
+        name = t.key_name
+        blob = key.asbytes()
         fp = fingerprint(key)
+        d = knownhosts.check(self.entries, name, blob)
+        if d.status == "unknown" and not t.host_key_alias and t.port != 22:
+            # OpenSSH ("checking without port identifier"): a key recorded for the bare host name
+            # is accepted on another port too, when nothing is recorded for [host]:port
+            if knownhosts.check(self.entries, t.hostname, blob).status == "ok":
+                return
+        if d.status == "ok":
+            return
+        if d.status == "revoked":
+            raise HostKeyRevoked(t.label, f"REVOKED host key for {name}: server offers {fp}, marked @revoked in "
+                                          f"{d.entry.where}; refusing", fingerprint=fp, known_hosts=t.known_hosts)
+        if d.status == "changed":
+            raise HostKeyChanged(
+                t.label,
+                f"HOST KEY CHANGED for {name}: server offers {fp}, {d.entry.where} has {d.entry.fingerprint()}; "
+                f"refusing (possible man-in-the-middle). If the change is expected: "
+                f"ssh-keygen -R '{name}' -f {d.entry.path}",
+                fingerprint=fp, known_hosts=t.known_hosts,
+            )
+        if d.status == "ca-only":
+            raise HostCertUnsupported(
+                t.label,
+                f"{name} is vouched for only by the @cert-authority line {d.entry.where}; host certificates are not "
+                f"supported (paramiko does not negotiate them). Add the host's own key after verifying it "
+                f"(server offers {fp}): ssh-keyscan -p {t.port} {t.hostname} >> {t.known_hosts}",
+                fingerprint=fp, known_hosts=t.known_hosts,
+            )
         if not t.accept_new:
+            note = ""
+            if d.unreadable:
+                note = f"; {d.unreadable[0].where} names it but its key cannot be read"
             raise HostKeyUnknown(
                 t.label,
-                f"unknown host key {fp} for {hostname} (not in {t.known_hosts}); verify it, then add it "
+                f"unknown host key {fp} for {hostname} (not in {t.known_hosts}{note}); verify it, then add it "
                 f"(ssh-keyscan -p {t.port} {t.hostname} >> {t.known_hosts}) or allow accept-new",
                 fingerprint=fp, known_hosts=t.known_hosts,
             )
@@ -236,8 +281,26 @@ class HostKeyPolicy(paramiko.MissingHostKeyPolicy):
         with os.fdopen(fd, "a", encoding="ascii") as f:
             if f.tell() > 0 and not _ends_with_newline(t.known_hosts):
                 f.write("\n")
-            f.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
-        client.get_host_keys().add(hostname, key.get_name(), key)
+            f.write(f"{name} {key.get_name()} {key.get_base64()}\n")
+
+
+def _transport_factory(key_types: list[str]):
+    """paramiko.Transport asking for the host key types known for the host first (paramiko's
+    SSHClient would do it only from its own HostKeys, which it is not given)."""
+    def make(sock, disabled_algorithms=None):
+        t = paramiko.Transport(sock, disabled_algorithms=disabled_algorithms)
+        opts = t.get_security_options()
+        offered = list(opts.key_types)
+        first = []
+        for kt in key_types:
+            for alg in (("rsa-sha2-512", "rsa-sha2-256", "ssh-rsa") if kt == "ssh-rsa" else (kt,)):
+                if alg in offered and alg not in first:
+                    first.append(alg)
+        if first:
+            opts.key_types = first + [a for a in offered if a not in first]
+        return t
+
+    return make
 
 
 def _ends_with_newline(path: str) -> bool:
@@ -272,13 +335,11 @@ def _connect_hop(spec: str, config, opts: Options, conn: Connection, *, via, dep
     client = paramiko.SSHClient()
     conn.clients.append(client)  # closed with conn on failure
     conn.labels.append(target.label)
-    if os.path.exists(target.known_hosts):
-        try:
-            # "system" host keys: SSHClient never rewrites these; accept-new appends itself
-            client.load_system_host_keys(target.known_hosts)
-        except Exception as e:  # noqa: BLE001 - paramiko raises InvalidHostKey, SSHException, OSError
-            raise SSHConfigError(target.label, f"cannot read {target.known_hosts}: {e}") from None
-    client.set_missing_host_key_policy(HostKeyPolicy(target))
+    try:
+        entries = knownhosts.load(target.known_hosts_files)
+    except OSError as e:
+        raise SSHConfigError(target.label, f"cannot read known_hosts {e.filename}: {e.strerror}") from None
+    client.set_missing_host_key_policy(HostKeyPolicy(target, entries))
     use_files = [p for p in target.identity_files if os.path.exists(p)]
     started = time.monotonic()
     try:
@@ -294,16 +355,8 @@ def _connect_hop(spec: str, config, opts: Options, conn: Connection, *, via, dep
             banner_timeout=target.connect_timeout,
             auth_timeout=target.connect_timeout,
             channel_timeout=target.connect_timeout,
+            transport_factory=_transport_factory(knownhosts.known_key_types(entries, target.key_name)),
         )
-    except paramiko.BadHostKeyException as e:
-        new, old = fingerprint(e.key), fingerprint(e.expected_key)
-        raise HostKeyChanged(
-            target.label,
-            f"HOST KEY CHANGED for {target.key_name}: server offers {new}, {target.known_hosts} has {old}; "
-            f"refusing (possible man-in-the-middle). If the change is expected: "
-            f"ssh-keygen -R '{target.key_name}' -f {target.known_hosts}",
-            fingerprint=new, known_hosts=target.known_hosts,
-        ) from None
     except paramiko.BadAuthenticationType as e:
         raise AuthFailed(target.label, f"authentication failed for user {target.user}: server allows only "
                                        f"{', '.join(e.allowed_types)}") from None
@@ -313,7 +366,7 @@ def _connect_hop(spec: str, config, opts: Options, conn: Connection, *, via, dep
         note = f"; IdentityFile not found: {', '.join(missing)}" if missing else ""
         raise AuthFailed(target.label, f"authentication failed for user {target.user} "
                                        f"(tried {', '.join(tried)}){note}: {e}") from None
-    except (HostKeyUnknown, ConnectError):
+    except (HostKeyError, ConnectError):
         raise
     except (paramiko.SSHException, EOFError, OSError) as e:
         elapsed = time.monotonic() - started

@@ -152,7 +152,11 @@ class SSHServer:
                 pass
 
 
-def start_sshd(dir: Path, name: str, authorized_keys: list[str], *, user: str) -> SSHServer:
+def start_sshd(dir: Path, name: str, authorized_keys: list[str], *, user: str,
+               session_env: dict[str, str] | None = None, extra_config: str = "") -> SSHServer:
+    """session_env: more variables for every session (e.g. HOME, so that run records a test makes
+    stay in its temp dir and never reach the real ~/.dynspec). extra_config: more sshd_config
+    lines (e.g. a ForceCommand that makes every command start late)."""
     require_openssh()
     Path("/run/sshd").mkdir(mode=0o755, parents=True, exist_ok=True)  # privilege separation dir
     dir.mkdir(parents=True, exist_ok=True)
@@ -167,6 +171,7 @@ def start_sshd(dir: Path, name: str, authorized_keys: list[str], *, user: str) -
     for _ in range(5):
         port = free_port()
         cfg = dir / "sshd_config"
+        setenv = " ".join(f"{k}={v}" for k, v in {"SHLVL": "1", **(session_env or {})}.items())
         cfg.write_text(f"""\
 Port {port}
 ListenAddress 127.0.0.1
@@ -189,8 +194,8 @@ MaxSessions 200
 LogLevel VERBOSE
 # bash sources ~/.bashrc for ssh commands only when SHLVL < 2: skip it (pyenv/conda init costs
 # ~0.5 s per command here); real hosts pay that, the tests need not
-SetEnv SHLVL=1{_dynspec_home_env()}
-""")
+SetEnv {setenv}{_dynspec_home_env()}
+{extra_config}""")
         logf = open(log, "ab")
         proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(cfg)], stdin=subprocess.DEVNULL,
                                 stdout=logf, stderr=logf, start_new_session=True)
@@ -258,9 +263,11 @@ class SSHLab:
         kw.setdefault("connect_timeout", 10)
         return SSHHost(alias, **kw)
 
-    def add_server(self, alias: str) -> SSHServer:
+    def add_server(self, alias: str, *, session_env: dict[str, str] | None = None,
+                   extra_config: str = "") -> SSHServer:
         pub = Path(f"{self.user_key}.pub").read_text().strip()
-        srv = start_sshd(self.dir / alias, alias, [pub], user=self.user)
+        srv = start_sshd(self.dir / alias, alias, [pub], user=self.user, session_env=session_env,
+                         extra_config=extra_config)
         self.extra[alias] = srv
         self.write_files()
         return srv
