@@ -41,12 +41,15 @@ def verify(
     feature: Optional[str] = typer.Option(None, "--feature", help="Bundled feature name or path to a feature .toml (default: dynamic-spec-disable)."),
     patched_class: Optional[List[str]] = typer.Option(None, "--patched-class", help="Class holding the patch (repeatable); default: the feature's typical location."),
     sglang_version: Optional[str] = typer.Option(None, "--sglang-version", help="The sglang release that wrote the log (default: inferred from the log, reported as a range)."),
+    engine: Optional[str] = typer.Option(None, "--engine", help="sglang | vllm | auto (default: recognised from the log's first lines, else the feature's engine)."),
+    engine_version: Optional[str] = typer.Option(None, "--engine-version", help="The engine release that wrote the log (vLLM: default from its engine config line)."),
 ) -> None:
     """The verdict on whether the patched feature is live, from a server log."""
     from dynspec_cli.cli.verify import run_verify
 
     raise typer.Exit(run_verify(log, json_out=json_out, follow=follow, timeout=timeout, feature=feature,
-                                patched_class=patched_class, sglang_version=sglang_version))
+                                patched_class=patched_class, sglang_version=sglang_version, engine=engine,
+                                engine_version=engine_version))
 
 
 @app.command(epilog=EXIT_CODES)
