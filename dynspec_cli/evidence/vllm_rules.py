@@ -26,13 +26,16 @@ _NON_DEFAULT = re.compile(r"non-default args: (?P<args>\{.*\})\s*$")
 _STATS = re.compile(r"Avg prompt throughput: [\d.]+ tokens/s, Avg generation throughput: (?P<gen>[\d.]+) tokens/s")
 _API_VERSION = re.compile(r"vLLM API server version (?P<version>\S+)")
 
-HEAD_PATTERNS = (
-    # what `--engine auto` recognises vLLM by, in the first lines of a log
-    _VLLM_PREFIX,
+# what `--engine auto` recognises vLLM by, in the first lines of a log: lines only vLLM writes...
+_STRONG = (
     re.compile(r"Initializing a V1 LLM engine \(v"),
     re.compile(r"vLLM API server version "),
-    re.compile(r"\((?:APIServer|EngineCore(?:_DP\d+)?|VllmWorker(?: rank=\d+)?|Worker(?:_TP\d+)?) pid=\d+\)"),
+    re.compile(r"^\((?:APIServer|EngineCore(?:_\d+|_DP\d+)?|VllmWorker(?: rank=\d+)?|Worker(?:_[A-Z]+\d+)*) pid=\d+\)"),
+    re.compile(r'File "[^"]*/vllm/v1/(?:engine|worker|executor)/'),
 )
+# ...and sglang's own prefix, which rules vLLM out: sglang imports vllm, whose platform
+# detection then logs one vLLM-format line into an sglang log.
+_SGLANG = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d")
 
 
 def normalize(line: Line) -> Line:
@@ -47,8 +50,10 @@ def normalize(line: Line) -> Line:
             line.ranks["TP"] = int(m.group("wrank"))
         line.ranks.setdefault("pid", int(m.group("pid")))
     m = _VLLM_PREFIX.match(s)
+    line.src = None
     if m:
         line.ts = m.group("ts")
+        line.src = m.group("src")  # the file that logged the line: vllm's logger names it
         s = s[m.end():]
     line.msg = s
     return line
@@ -101,7 +106,11 @@ class VllmClassifier:
     def classify(self, line: Line) -> list[Observation]:
         normalize(line)
         msg = line.msg
+        src = line.src or ""
+        runner_src = "v1" if src.endswith("gpu_model_runner.py") else "v2" if "v1/worker/gpu/" in src else None
         if not any(lit in msg for lit in self.literals):
+            if runner_src:
+                return [Observation("landmark", line, "runner-source", {"runner": runner_src, "src": src})]
             return _maybe_exception(line)
         at = msg.find(PROBE_PREFIX)
         if at >= 0:
@@ -136,18 +145,28 @@ class VllmClassifier:
             out.append(Observation("landmark", line, "engine-stats", {"gen": float(m.group("gen"))}))
         if "Traceback (most recent call last)" in msg:
             out.append(Observation("traceback", line, "traceback"))
+        if runner_src:
+            out.append(Observation("landmark", line, "runner-source", {"runner": runner_src, "src": src}))
         return out or _maybe_exception(line)
 
 
 def looks_like_vllm(head: list[str]) -> bool:
     """True when the first lines of a log were written by vLLM (for `--engine auto`)."""
-    from dynspec_cli.evidence.lines import parse_message, strip_noise
+    from dynspec_cli.evidence.lines import _WRAPPERS, strip_noise
 
+    outer = [w for w in _WRAPPERS if "pid=" not in w.pattern]  # docker compose, Kubernetes, docker logs -t
+    prefixed = 0
     for raw in head:
-        msg = parse_message(strip_noise(raw))[0]
-        m = _PROC.match(msg)
-        if m:
-            msg = msg[m.end():]
-        if any(p.search(msg) if p is not _VLLM_PREFIX else p.match(msg) for p in HEAD_PATTERNS):
+        text = strip_noise(raw)
+        for w in outer:
+            m = w.match(text)
+            if m and m.end() < len(text):
+                text = text[m.end():]
+        if any(p.search(text) for p in _STRONG):
             return True
-    return False
+        if _SGLANG.match(text) or "server_args=ServerArgs(" in text:
+            return False
+        m = _PROC.match(text)
+        if _VLLM_PREFIX.match(text[m.end():] if m else text):
+            prefixed += 1
+    return prefixed >= 2

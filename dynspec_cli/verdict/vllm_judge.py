@@ -156,6 +156,10 @@ class VllmJudge:
         if rid == "dynamic-sd-off-dp":
             la.dynamic_off = line
             return
+        if rid == "runner-source":
+            if la.runner is None:
+                self._set_runner(la, d["runner"], line, f"line logged by {d['src']}, a file of the {d['runner'].upper()} model runner")
+            return
         if rid == "eagle3-aux-layers":
             if la.runner is None:
                 self._set_runner(la, "v2", line, "'Using Eagle3 auxiliary layers ...' is logged only by the V2 runner's EAGLE3 loader")
