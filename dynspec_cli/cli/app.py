@@ -99,6 +99,7 @@ def preflight(
     ssh_config: SshConfig = None,
     known_hosts: KnownHosts = None,
     accept_new_host_key: AcceptNewHostKey = False,
+    engine: Optional[str] = typer.Option(None, "--engine", help="sglang | vllm (default: the feature's engine); with vllm the flags after `--` are `vllm serve` flags."),
 ) -> None:
     """Before launch: which worker class will run, and whether the patched code is on its path.
     Seconds, no GPU: reads the installed sglang with the server's own python."""
@@ -107,7 +108,7 @@ def preflight(
     raise typer.Exit(run_preflight(
         profile, ctx.args, host=host, python=python, env=env, feature=feature, patch=patch,
         patched_class=patched_class, dynamic=dynamic, json_out=json_out, ssh_config=ssh_config,
-        known_hosts=known_hosts, accept_new_host_key=accept_new_host_key))
+        known_hosts=known_hosts, accept_new_host_key=accept_new_host_key, engine=engine))
 
 
 # SSH options every host-touching command takes.

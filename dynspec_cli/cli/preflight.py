@@ -9,7 +9,7 @@ def run_preflight(profile: Optional[str] = None, extra: Sequence[str] = (), *, h
                   python: Optional[str] = None, env: Optional[Sequence[str]] = None, feature: Optional[str] = None,
                   patch: Optional[str] = None, patched_class: Optional[Sequence[str]] = None, dynamic: bool = False,
                   json_out: bool = False, ssh_config: Optional[str] = None, known_hosts: Optional[str] = None,
-                  accept_new_host_key: bool = False) -> int:
+                  accept_new_host_key: bool = False, engine: Optional[str] = None) -> int:
     """The whole command: inspect, judge, print the report (or JSON), return the exit code.
     `extra` are the sglang server flags (what follows `--`)."""
     from dynspec_cli.cli import runs
@@ -46,6 +46,11 @@ def run_preflight(profile: Optional[str] = None, extra: Sequence[str] = (), *, h
                     diff = fh.read()
             except OSError as e:
                 raise UsageError(f"{patch}: cannot read the diff: {e.strerror}")
+        if (engine or feat.engine) == "vllm":  # flags are `vllm serve` flags (dynspec_cli/engines)
+            return _run_vllm(runs, target_spec, ssh_config, known_hosts, accept_new_host_key, py, feat, flags, env_map,
+                             json_out)
+        if engine not in (None, "sglang", "auto"):
+            raise UsageError(f"--engine {engine!r}: choose one of sglang, vllm")
         with runs.open_target(target_spec, ssh_config, known_hosts, accept_new_host_key, py) as target:
             result = pf.run(target, py, feat, flags, env_map, patched=classes, patch_diff=diff, dynamic=dynamic)
         if result["patched"]:
@@ -64,4 +69,24 @@ def run_preflight(profile: Optional[str] = None, extra: Sequence[str] = (), *, h
         from dynspec_cli.report.console import render_preflight
 
         render_preflight(result)
+    return result["exit_code"]
+
+
+def _run_vllm(runs, target_spec, ssh_config, known_hosts, accept_new_host_key, py, feat, flags, env_map, json_out) -> int:
+    from dynspec_cli.cli.errors import UsageError
+    from dynspec_cli.verdict import vllm_preflight as vp
+
+    try:
+        spec_parallel = vp.server_settings(flags)
+    except vp.SpecConfigError as e:
+        raise UsageError(str(e)) from None
+    with runs.open_target(target_spec, ssh_config, known_hosts, accept_new_host_key, py) as target:
+        facts = vp.inspect(target, py, feat, env_map)
+    result = vp.judge(facts, feat, spec_parallel[0], env_map, spec_parallel[1])
+    if json_out:
+        from dynspec_cli.report.jsonout import emit
+
+        emit(result)
+    else:
+        print(vp.render(result))
     return result["exit_code"]

@@ -69,17 +69,18 @@ def _get(url: str, headers: dict | None = None, tries: int = 4) -> bytes:
     raise AssertionError("unreachable")
 
 
-@functools.lru_cache(maxsize=1)
-def _releases() -> dict:
-    return json.loads(_get(PYPI_JSON))["releases"]
+@functools.lru_cache(maxsize=4)
+def _releases(package: str = "vllm") -> dict:
+    return json.loads(_get(PYPI_JSON.replace("/vllm/", f"/{package}/")))["releases"]
 
 
-def wheel_url(version: str) -> tuple[str, int, str]:
-    """(url, size, sha256) of the linux x86_64 wheel PyPI publishes for vllm==version."""
-    files = [f for f in _releases().get(version, []) if f["packagetype"] == "bdist_wheel" and "x86_64" in f["filename"]]
+def wheel_url(version: str, package: str = "vllm") -> tuple[str, int, str]:
+    """(url, size, sha256) of the linux x86_64 wheel PyPI publishes for package==version."""
+    files = [f for f in _releases(package).get(version, []) if f["packagetype"] == "bdist_wheel" and "x86_64" in f["filename"]]
     if not files:
-        raise RuntimeError(f"PyPI lists no x86_64 wheel for vllm=={version}")
-    f = sorted(files, key=lambda f: f["filename"])[0]
+        raise RuntimeError(f"PyPI lists no x86_64 wheel for {package}=={version}")
+    # prefer the CPython 3.11 build when there are several (triton publishes one per Python)
+    f = sorted(files, key=lambda f: ("cp311" not in f["filename"], f["filename"]))[0]
     # some mirrors of the JSON API give URLs relative to the API document
     return urllib.parse.urljoin(PYPI_JSON, f["url"]), int(f["size"]), f["digests"]["sha256"]
 
@@ -189,6 +190,31 @@ def members(version: str) -> Path:
         shutil.rmtree(root, ignore_errors=True)
         tmp.rename(root)
         done.write_text(_FORMAT)
+    return root
+
+
+def package_members(package: str, version: str, patterns: tuple[str, ...]) -> Path:
+    """Members of another published wheel (e.g. triton's package __init__, which is all that
+    `importlib.util.find_spec("triton")` needs), same range-request route and cache."""
+    root = CACHE / f"{package}-{version}"
+    done = root / ".complete"
+    stamp = "|".join(patterns)
+    if done.exists() and done.read_text() == stamp:
+        return root
+    with _locked(f"members-{package}-{version}"):
+        url, size, _sha = wheel_url(version, package)
+        src = RangeFile(url, size)
+        tmp = root.with_name(root.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        with src, zipfile.ZipFile(src) as z:
+            for info in z.infolist():
+                if any(fnmatch.fnmatchcase(info.filename, p) for p in patterns):
+                    z.extract(info, tmp)
+        (tmp / ".source").write_text(url + "\n")
+        shutil.rmtree(root, ignore_errors=True)
+        tmp.rename(root)
+        done.write_text(stamp)
     return root
 
 
