@@ -48,7 +48,7 @@ def run_preflight(profile: Optional[str] = None, extra: Sequence[str] = (), *, h
                 raise UsageError(f"{patch}: cannot read the diff: {e.strerror}")
         if (engine or feat.engine) == "vllm":  # flags are `vllm serve` flags (dynspec_cli/engines)
             return _run_vllm(runs, target_spec, ssh_config, known_hosts, accept_new_host_key, py, feat, flags, env_map,
-                             json_out)
+                             json_out, dynamic)
         if engine not in (None, "sglang", "auto"):
             raise UsageError(f"--engine {engine!r}: choose one of sglang, vllm")
         with runs.open_target(target_spec, ssh_config, known_hosts, accept_new_host_key, py) as target:
@@ -72,7 +72,8 @@ def run_preflight(profile: Optional[str] = None, extra: Sequence[str] = (), *, h
     return result["exit_code"]
 
 
-def _run_vllm(runs, target_spec, ssh_config, known_hosts, accept_new_host_key, py, feat, flags, env_map, json_out) -> int:
+def _run_vllm(runs, target_spec, ssh_config, known_hosts, accept_new_host_key, py, feat, flags, env_map, json_out,
+              dynamic=False) -> int:
     from dynspec_cli.cli.errors import UsageError
     from dynspec_cli.verdict import vllm_preflight as vp
 
@@ -81,7 +82,7 @@ def _run_vllm(runs, target_spec, ssh_config, known_hosts, accept_new_host_key, p
     except vp.SpecConfigError as e:
         raise UsageError(str(e)) from None
     with runs.open_target(target_spec, ssh_config, known_hosts, accept_new_host_key, py) as target:
-        facts = vp.inspect(target, py, feat, env_map)
+        facts = vp.inspect(target, py, feat, env_map, dynamic=dynamic, flags=flags)
     result = vp.judge(facts, feat, spec_parallel[0], env_map, spec_parallel[1])
     if json_out:
         from dynspec_cli.report.jsonout import emit

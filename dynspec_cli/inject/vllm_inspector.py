@@ -13,10 +13,14 @@ Input: one JSON object as argv[1] (``@PATH`` reads it from a file)::
     classes         [{module, class}]  classes whose static MRO to report (module: path under site-packages)
     env_names       [str]  environment variables to report (default ["VLLM_USE_V2_MODEL_RUNNER"])
     vllm_path       str    directory put first on sys.path (tests: an unpacked wheel)
+    dynamic         bool   also run vLLM's own config resolution (imports vllm and torch: ~8 s on a CPU)
+    serve_flags     [str]  the `vllm serve` flags (dynamic route; must include --model)
 
 Output (``schema`` = "dynspec-vllm-inspector/1")::
 
     ok, error, python {executable, version}, env {NAME: value|null},
+    dynamic null | {ok, seconds, use_v2_model_runner, unsupported_v2[], method, num_spec_tokens,
+            data_parallel_size, warnings[] (vLLM's own log records), error {type, message}},
     vllm {found, package_dir, version, version_source, reason},
     triton {found, origin}, marker {literal, files_scanned, hits[] {file, line, class, function, pattern_matches}},
     classes {"module:Class": {present, file, line, mro[] {class, module}}}
@@ -229,7 +233,61 @@ def inspect(args):
         path, line, mro = static_mro(site, mod, name)
         classes[f"{mod}:{name}"] = {"present": bool(mro), "file": path if mro else None, "line": line, "mro": mro}
     out["classes"] = classes
+    out["dynamic"] = resolve(args.get("serve_flags") or []) if args.get("dynamic") else None
     return out
+
+
+def resolve(flags):
+    """vLLM's own argument and config resolution (what `vllm serve` runs before any model loads):
+    EngineArgs from its CLI parser, then create_engine_config(). On a host without a GPU vLLM needs
+    VLLM_TARGET_DEVICE=cpu to pick a platform. Everything it prints goes to stderr."""
+    import io
+    import logging
+    import time
+
+    t0 = time.time()
+    records = []
+
+    class _Keep(logging.Handler):
+        def emit(self, record):
+            if record.levelno >= logging.WARNING:
+                records.append(record.getMessage()[:500])
+
+    real_stdout = sys.stdout
+    sys.stdout = sys.stderr
+    handler = _Keep()
+    try:
+        try:
+            from vllm.utils.argparse_utils import FlexibleArgumentParser
+        except ImportError:  # older releases
+            from vllm.utils import FlexibleArgumentParser
+        from vllm.engine.arg_utils import EngineArgs
+
+        # after the import: vllm configures its loggers (dictConfig) when imported
+        logging.getLogger("vllm").addHandler(handler)
+        flags = list(flags)
+        if flags and not flags[0].startswith("-"):  # `vllm serve MODEL ...`
+            flags = ["--model"] + flags
+
+        parser = EngineArgs.add_cli_args(FlexibleArgumentParser())
+        ns = parser.parse_args(flags)
+        cfg = EngineArgs.from_cli_args(ns).create_engine_config()
+        spec = cfg.speculative_config
+        unsupported = None
+        getter = getattr(cfg, "_get_v2_model_runner_unsupported_features", None)
+        if getter is not None:
+            unsupported = list(getter())
+        v2 = getattr(cfg, "use_v2_model_runner", None)
+        return {"ok": True, "seconds": round(time.time() - t0, 2), "use_v2_model_runner": v2,
+                "unsupported_v2": unsupported, "method": getattr(spec, "method", None) if spec else None,
+                "num_spec_tokens": getattr(spec, "num_speculative_tokens", None) if spec else None,
+                "data_parallel_size": cfg.parallel_config.data_parallel_size, "warnings": records}
+    except BaseException as e:  # SystemExit from argparse included: the caller gets JSON
+        return {"ok": False, "seconds": round(time.time() - t0, 2), "warnings": records,
+                "error": {"type": type(e).__name__, "message": str(e)[:2000]}}
+    finally:
+        logging.getLogger("vllm").removeHandler(handler)
+        sys.stdout = real_stdout
 
 
 def main(argv):

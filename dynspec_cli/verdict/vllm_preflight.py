@@ -54,13 +54,17 @@ def server_settings(flags: list[str]) -> tuple[Optional[dict], dict]:
 
 
 def inspect(host, python: str, feature: Feature, env: dict[str, str], *, vllm_path: Optional[str] = None,
-            k: Optional[VllmKnowledge] = None, timeout: float = 60) -> dict[str, Any]:
+            k: Optional[VllmKnowledge] = None, timeout: float = 60, dynamic: bool = False,
+            flags: Optional[list[str]] = None) -> dict[str, Any]:
     k = k or knowledge()
     classes = [{"module": p.module, "class": p.cls} for p in k.proposers]
     args = {"marker_literal": feature.marker.literal, "marker_pattern": feature.marker.pattern, "classes": classes,
             "env_names": [V2_ENV]}
     if vllm_path:
         args["vllm_path"] = vllm_path
+    if dynamic:
+        args.update(dynamic=True, serve_flags=list(flags or []))
+        timeout = max(timeout, 180)
     proc_env = {kk: v for kk, v in env.items() if v is not None}
     res = host.run_python(python, INSPECTOR.read_text(encoding="utf-8"), [json.dumps(args)], env=proc_env or None,
                           timeout=timeout)
@@ -101,6 +105,7 @@ def judge(facts: dict[str, Any], feature: Feature, spec: Optional[dict], env: di
     eff_env.update({kk: v for kk, v in env.items() if v is not None})
     choice = k.runner(version, spec, eff_env)
     rng = k.runner_range(version)
+    dyn = facts.get("dynamic")
     triton = (facts.get("triton") or {}).get("found")
     if choice.runner == "v2" and rng is not None and rng.selection == "auto" and V2_ENV not in eff_env and triton is False:
         from dynspec_cli.knowledge.vllm import RunnerChoice
@@ -108,6 +113,22 @@ def judge(facts: dict[str, Any], feature: Feature, spec: Optional[dict], env: di
         w = "v2-needs-triton-lower" if rng.fallback_warning == "v2-unsupported-lower" else "v2-needs-triton"
         choice = RunnerChoice("v1", f"triton is not importable by this python: vllm {version} falls back to V1", warning=w)
         findings.append(Finding("DS607", choice.reason))
+    if dyn:
+        out["dynamic"] = dyn
+        if dyn.get("ok") and isinstance(dyn.get("use_v2_model_runner"), bool):
+            from dynspec_cli.knowledge.vllm import RunnerChoice
+
+            static = choice.runner
+            r2 = "v2" if dyn["use_v2_model_runner"] else "v1"
+            unsup = tuple(dyn.get("unsupported_v2") or ())
+            choice = RunnerChoice(r2, "vLLM's own config resolution (EngineArgs.create_engine_config) chose "
+                                  f"{r2.upper()}" + (f"; V2 does not support {', '.join(unsup)}" if unsup else ""),
+                                  warning=(rng.fallback_warning if r2 == "v1" and unsup and rng else None), unsupported=unsup)
+            out["dynamic"]["static_runner"] = static
+            out["dynamic"]["static_agrees"] = static == r2
+        elif not dyn.get("ok"):
+            err = dyn.get("error") or {}
+            findings.append(Finding("DS304", f"the dynamic route failed ({err.get('type')}: {str(err.get('message'))[:200]}); the static route decides."))
     out["runner"] = {"runner": choice.runner, "reason": choice.reason, "certain": choice.certain,
                      "log_line": k.line_by_id[choice.warning].text if choice.warning else None,
                      "unsupported": list(choice.unsupported)}
@@ -159,9 +180,9 @@ def _result(verdict: str, out: dict, findings: list[Finding]) -> dict[str, Any]:
 
 
 def run(host, python: str, feature: Feature, flags: list[str], env: dict[str, str], *,
-        vllm_path: Optional[str] = None) -> dict[str, Any]:
+        vllm_path: Optional[str] = None, dynamic: bool = False) -> dict[str, Any]:
     spec, parallel = server_settings(flags)
-    facts = inspect(host, python, feature, env, vllm_path=vllm_path)
+    facts = inspect(host, python, feature, env, vllm_path=vllm_path, dynamic=dynamic, flags=flags)
     return judge(facts, feature, spec, env, parallel)
 
 

@@ -3,6 +3,7 @@ tests/support/vllm_wheels.py) copied to a temporary site directory and patched b
 the real inspector in a child interpreter (stdlib only, vllm never imported). Expected runners and
 classes come from reading the wheels (file and line named below), not from configs/vllm/."""
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -110,12 +111,20 @@ def test_inspector_prints_json_on_bad_input():
     p = subprocess.run([sys.executable, str(INSPECTOR), "{not json"], capture_output=True, text=True, timeout=30)
     doc = json.loads(p.stdout)
     assert p.returncode == 1 and doc["ok"] is False and "JSONDecodeError" in doc["error"]
-    # stdlib only: the script imports nothing outside the standard library
+    # stdlib only; vllm itself is imported by the dynamic route's function alone
     import ast
 
-    mods = {a.name.split(".")[0] for n in ast.walk(ast.parse(INSPECTOR.read_text())) if isinstance(n, (ast.Import, ast.ImportFrom))
-            for a in (n.names if isinstance(n, ast.Import) else [type("A", (), {"name": n.module or ""})])}
-    assert mods <= set(sys.stdlib_module_names)
+    tree = ast.parse(INSPECTOR.read_text())
+
+    def imported(node):
+        return {(a.name if isinstance(n, ast.Import) else n.module or "").split(".")[0]
+                for n in ast.walk(node) if isinstance(n, (ast.Import, ast.ImportFrom))
+                for a in (n.names if isinstance(n, ast.Import) else [n])}
+
+    resolve = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "resolve")
+    others = ast.Module(body=[n for n in tree.body if n is not resolve], type_ignores=[])
+    assert imported(others) <= set(sys.stdlib_module_names)
+    assert imported(resolve) - set(sys.stdlib_module_names) == {"vllm"}
 
 
 def test_bad_speculative_config_is_a_usage_error():
@@ -135,3 +144,24 @@ def test_cli(tmp_path):
     assert r.returncode == 1 and "DEAD" in r.stdout and "EagleProposer" in r.stdout
     r = subprocess.run(base + ["--", "--speculative-config", "{nope"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "not valid JSON" in r.stderr and "Traceback" not in r.stderr
+
+
+DYN_PY = os.environ.get("DYNSPEC_VLLM_DYNAMIC_PYTHON")
+
+
+@pytest.mark.skipif(not DYN_PY, reason="the dynamic route needs a python with vllm and a CPU torch "
+                    "(DYNSPEC_VLLM_DYNAMIC_PYTHON; see the report: ~40 packages installed with --no-deps)")
+def test_dynamic_route_agrees_with_the_tables(tmp_path):
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
+        "num_attention_heads": 4, "num_key_value_heads": 4, "num_hidden_layers": 2, "vocab_size": 1000,
+        "max_position_embeddings": 2048, "rms_norm_eps": 1e-6, "torch_dtype": "float32"}))
+    spec = '{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3, "parallel_drafting": true}'
+    r = vp.run(LocalHost(), DYN_PY, FEATURE, [str(model), "--skip-tokenizer-init", "--speculative-config", spec],
+               {"VLLM_TARGET_DEVICE": "cpu", "HF_HUB_OFFLINE": "1"}, dynamic=True)
+    d = r["dynamic"]
+    assert d["ok"], d
+    assert d["unsupported_v2"] == ["parallel drafting for EAGLE speculative decoding"]
+    assert d["use_v2_model_runner"] is False and r["runner"]["runner"] == "v1" and d["static_agrees"]
