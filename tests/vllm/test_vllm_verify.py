@@ -138,3 +138,13 @@ def test_cli_engine_option_and_auto(tmp_path):
     r = subprocess.run([sys.executable, "-m", "dynspec_cli", "verify", str(log), "--engine", "sglang", "--json"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 3
+
+
+def test_console_report_names_the_vllm_facts(tmp_path):
+    log = tmp_path / "server.log"
+    log.write_text(CONFIG_033.format(dp=1) + "\n" + FALLBACK_033 + "\n")
+    r = subprocess.run([sys.executable, "-m", "dynspec_cli", "verify", str(log), "--feature", "vllm-eagle-speculator-example"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1
+    assert "0.33.0" in r.stdout and "model runner" in r.stdout and "EagleProposer" in r.stdout
+    assert "overlap scheduler" not in r.stdout
