@@ -4,13 +4,23 @@ here: cli/main.py runs them without loading typer."""
 from __future__ import annotations
 
 import sys
-from typing import Annotated, List, Optional
+from typing import List, Optional
 
 import typer
 
 from dynspec_cli.cli.errors import UsageError, report
+from dynspec_cli.cli.options import (
+    AcceptNewHostKey,
+    KnownHosts,
+    SshConfig,
+    load_feature,
+)
+from dynspec_cli.cli.options import errors as _errors
+from dynspec_cli.cli.options import out as _out
 
 EXIT_CODES = """Exit codes: 0 live / reachable · 1 dead (the patched code cannot or did not run) · 2 bad input · 3 inconclusive / unknown · 4 crashed."""
+
+PREFLIGHT_EXIT_CODES = "Exit codes: 0 reachable · 1 dead (the patched code cannot run with this sglang, env and flags) · 2 bad input · 3 unknown."
 
 app = typer.Typer(
     name="dynspec",
@@ -20,12 +30,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
-
-
-def load_feature(ref):
-    from dynspec_cli.knowledge.features import load_feature as _load
-
-    return _load(ref)
 
 
 def _fail(msg: str) -> "typer.Exit":
@@ -83,19 +87,19 @@ def demo(
     raise typer.Exit(run_demo(speed=speed, json_out=json_out))
 
 
-@app.command(epilog=EXIT_CODES + " Preflight: 0 reachable, 1 dead, 3 unknown.",
+@app.command(epilog=PREFLIGHT_EXIT_CODES,
              context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def preflight(
     ctx: typer.Context,
     profile: Optional[str] = typer.Argument(None, help="Profile (.toml path or bundled name); its host, python, env and flags are used. Server flags can also follow `--`."),
     host: Optional[str] = typer.Option(None, "--host", help="Where the server will run (default: the profile's, else local)."),
     python: Optional[str] = typer.Option(None, "--python", help="The interpreter that will run the server (default: python3 on the host)."),
-    env: Optional[List[str]] = typer.Option(None, "--env", help="K=V of the server's environment (repeatable)."),
-    feature: Optional[str] = typer.Option(None, "--feature"),
+    env: Optional[List[str]] = typer.Option(None, "--env", help="K=V of the server's environment (repeatable); K alone takes its value from this shell, so a secret stays off every command line."),
+    feature: Optional[str] = typer.Option(None, "--feature", help="Bundled feature name or path to a feature .toml (default: the profile's, else dynamic-spec-disable)."),
     patch: Optional[str] = typer.Option(None, "--patch", help="The unified diff you applied (hunks -> files, lines, functions)."),
-    patched_class: Optional[List[str]] = typer.Option(None, "--patched-class"),
+    patched_class: Optional[List[str]] = typer.Option(None, "--patched-class", help="Class holding the patch (repeatable); default: where the marker is found, else the feature's typical location."),
     dynamic: bool = typer.Option(False, "--dynamic", help="Also run sglang's own argument resolution on the host (imports sglang: ~5 s)."),
-    json_out: bool = typer.Option(False, "--json"),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of the report."),
     ssh_config: SshConfig = None,
     known_hosts: KnownHosts = None,
     accept_new_host_key: AcceptNewHostKey = False,
@@ -109,13 +113,6 @@ def preflight(
         profile, ctx.args, host=host, python=python, env=env, feature=feature, patch=patch,
         patched_class=patched_class, dynamic=dynamic, json_out=json_out, ssh_config=ssh_config,
         known_hosts=known_hosts, accept_new_host_key=accept_new_host_key, engine=engine))
-
-
-# SSH options every host-touching command takes.
-SshConfig = Annotated[Optional[str], typer.Option("--ssh-config", help="ssh_config file (default ~/.ssh/config).")]
-KnownHosts = Annotated[Optional[str], typer.Option("--known-hosts", help="known_hosts file (default ~/.ssh/known_hosts).")]
-AcceptNewHostKey = Annotated[bool, typer.Option(
-    "--accept-new-host-key", help="Accept and remember an unknown host key (like OpenSSH accept-new); a changed key is still refused.")]
 
 
 @app.command(epilog=EXIT_CODES)
@@ -132,44 +129,30 @@ def launch(
     no_preflight: bool = typer.Option(False, "--no-preflight", help="Skip the preflight check before starting."),
     no_probe: bool = typer.Option(False, "--no-probe", help="Do not inject the in-server probe (the server is left untouched)."),
     timeout: Optional[float] = typer.Option(None, "--timeout", help="Give up watching after this many seconds (default: the profile's ready_timeout)."),
-    json_out: bool = typer.Option(False, "--json"),
+    json_out: bool = typer.Option(False, "--json", help="Print JSON (the preflight result, then the run and its verdict) instead of the live report."),
     ssh_config: SshConfig = None,
     known_hosts: KnownHosts = None,
     accept_new_host_key: AcceptNewHostKey = False,
 ) -> None:
     """Start the patched server (detached, locally or over SSH) and watch it: exit the moment the
     verdict is dead or crashed (stopping the server), or when it is live and ready."""
-    from dynspec_cli import probe_setup
     from dynspec_cli.cli import runs
-    from dynspec_cli.run import control
-    from dynspec_cli.run.profiles import load_profile, shown_command, with_overrides
+    from dynspec_cli.report.runs import LaunchScreen, render_launched
+    from dynspec_cli.run.launch import LaunchOptions
+    from dynspec_cli.run.launch import launch as run_launch
+    from dynspec_cli.run.profiles import load_profile, with_overrides
 
     with _errors():
         prof = with_overrides(load_profile(profile), host=host, env=env, sets=set_, name=name)
         feature = load_feature(prof.feature)
         out = _out(json_out)
-        target = runs.open_target(prof.host, ssh_config, known_hosts, accept_new_host_key, prof.python)
-        with target:
-            version, pre = prof.sglang_version, None
-            if not no_preflight:
-                pre = _preflight_gate(target, prof, feature, out, json_out)
-                version = pre.get("sglang_version") or version
-            extra = None
-            if not no_probe:
-                targets = probe_setup.probe_targets(feature, pre, prof.patched_class or None)
-                extra = control.probe_env_on(target, prof.python, targets, prof.env) if targets else None
-            rec = control.start(target, prof, feature, replace=replace, sglang_version=version, extra_env=extra)
-            if not json_out:
-                out.print(f"[bold]started[/] {prof.name} on {target.name}: pid {rec.pid}, log {rec.log}")
-                out.print(f"  [dim]{shown_command(prof.argv(), prof.env)}[/]")
-            if no_watch:
-                if json_out:
-                    from dynspec_cli.report.jsonout import emit
-                    from dynspec_cli.run.records import to_json
-
-                    emit({"run": to_json(rec)})
-                raise typer.Exit(0)
-            code = _watch(target, rec, feature, timeout or prof.ready_timeout, keep, detach, json_out, out)
+        opts = LaunchOptions(replace=replace, keep=keep, detach=detach, watch=not no_watch,
+                             preflight=not no_preflight, probe=not no_probe, timeout=timeout)
+        with runs.open_target(prof.host, ssh_config, known_hosts, accept_new_host_key, prof.python) as target:
+            screen = LaunchScreen(out, prof.name, json_out)
+            with screen:
+                result = run_launch(target, prof, feature, opts, screen)
+            code = render_launched(out, target, result, json_out)
     raise typer.Exit(code)
 
 
@@ -195,7 +178,14 @@ def watch(
             rec = records.load(target, name)
             if rec is None:
                 raise UsageError(f"no run named {name!r} on {target.name}")
-            code = _watch(target, rec, load_feature(rec.feature), timeout, keep, detach, json_out, out)
+            from dynspec_cli.report.runs import LaunchScreen, render_launched
+            from dynspec_cli.run.launch import watch_or_interrupt
+
+            screen = LaunchScreen(out, rec.name, json_out)
+            with screen:
+                result = watch_or_interrupt(target, rec, load_feature(rec.feature), timeout=timeout, keep=keep,
+                                            detach=detach, on_update=screen.update)
+            code = render_launched(out, target, result, json_out)
     raise typer.Exit(code)
 
 
@@ -220,11 +210,9 @@ def stop(
                 raise UsageError(f"no run named {name!r} on {target.name}")
             was_alive = target.group_alive(rec.pgid)
             gone = control.stop(target, rec, grace=grace)
-    out = _out(False)
-    if not gone:
-        sys.stderr.write(f"dynspec: error: processes of run {name!r} (group {rec.pgid}) survived SIGKILL\n")
-        raise typer.Exit(1)
-    out.print(f"{'stopped' if was_alive else 'already stopped'}: {name} (process group {rec.pgid}); no process remains")
+    from dynspec_cli.report.runs import render_stopped
+
+    raise typer.Exit(render_stopped(_out(False), rec, was_alive=was_alive, gone=gone))
 
 
 @app.command(epilog=EXIT_CODES)
@@ -242,113 +230,15 @@ def status(
     with _errors():
         with runs.open_target(host, ssh_config, known_hosts, accept_new_host_key) as target:
             rows = control.status(target, load_feature)
-    if json_out:
-        from dynspec_cli.report.jsonout import emit
+    from dynspec_cli.report.runs import render_status
 
-        emit({"runs": rows})
-        return
-    out = _out(False)
-    if not rows:
-        out.print(f"no runs on {host}")
-    for r in rows:
-        mark, colour = _mark_of(r["verdict"])
-        out.print(f"[{colour}]{mark}[/] [bold]{r['name']}[/] pid {r['pid']} {'alive' if r['alive'] else 'stopped'} "
-                  f"verdict {r['verdict'] or 'unknown'} port {r['port']} log {r['log']}")
-        for ln in r["last_lines"]:
-            out.print(f"    [dim]{_escape(ln[:200])}[/]")
-
-
-def _mark_of(verdict):
-    from dynspec_cli.report.console import MARK
-
-    return MARK.get(verdict or "inconclusive", ("?", "yellow"))
-
-
-def _escape(s: str) -> str:
-    from rich.markup import escape
-
-    return escape(s)
-
-
-def _out(json_out: bool):
-    from dynspec_cli.report.console import console
-
-    return console(stderr=json_out)
-
-
-class _errors:
-    """Known failures become one line on stderr and exit 2."""
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, et, e, tb):
-        if et is None:
-            return False
-        from dynspec_cli.cli.errors import known_errors
-
-        if issubclass(et, known_errors()):
-            raise _fail(str(e))
-        return False
-
-
-def _preflight_gate(target, prof, feature, out, json_out):
-    """Run preflight before starting; a dead verdict refuses the launch."""
-    from dynspec_cli.verdict import preflight
-
-    result = preflight.run(target, prof.python, feature, prof.argv()[3:], prof.env, patched=prof.patched_class or None)
-    if not json_out:
-        from dynspec_cli.report.console import render_preflight
-
-        render_preflight(result, out)
-    if result["verdict"] == "dead":
-        if json_out:
-            from dynspec_cli.report.jsonout import emit
-
-            emit({"preflight": result, "verdict": "dead", "exit_code": 1})
-        raise typer.Exit(1)
-    return result
-
-
-def _watch(target, rec, feature, timeout, keep, detach, json_out, out) -> int:
-    from dynspec_cli.cli import runs
-    from dynspec_cli.run import control
-
-    display = runs.Display(out, rec.name, enabled=not json_out and out.is_terminal)
-    try:
-        with display:
-            o = control.watch(target, rec, feature, timeout=timeout, keep=keep, on_update=display.update)
-    except KeyboardInterrupt:
-        if detach:
-            out.print(f"\ndetached: {rec.name} keeps running on {target.name}; re-attach with: dynspec watch {rec.name} --host {target.name}")
-            return 130
-        control.stop(target, rec)
-        out.print(f"\ninterrupted: stopped {rec.name} (process group {rec.pgid}); no process remains")
-        return 130
-    doc = o.verdict.to_json()
-    doc["run"] = {"name": rec.name, "host": target.name, "pid": rec.pid, "log": rec.log, "why": o.why,
-                  "stopped": o.stopped, "health": o.health}
-    if json_out:
-        from dynspec_cli.report.jsonout import emit
-
-        emit(doc)
-    else:
-        from dynspec_cli.report.console import render_verdict
-
-        render_verdict(doc, out, source=f"{target.name}:{rec.log}")
-        if o.stopped:
-            out.print(f"  server stopped ({o.verdict.verdict}); no process of group {rec.pgid} remains")
-        elif o.why == "ready":
-            out.print(f"  [green]ready[/]: {o.health}; the server keeps running (dynspec stop {rec.name} --host {target.name})")
-        elif o.why == "timeout":
-            out.print(f"  timed out; the server keeps running (dynspec watch {rec.name} / dynspec stop {rec.name})")
-    if o.why == "timeout" and o.verdict.verdict == "live":
-        return 3
-    return o.verdict.exit_code
+    render_status(_out(False), rows, host, json_out)
 
 
 from dynspec_cli.cli import prove_cmds as _prove_cmds  # noqa: E402
+
 _prove_cmds.register(app)
 from dynspec_cli.cli import group_cmds as _group_cmds  # noqa: E402
+
 _group_cmds.register(app)
 

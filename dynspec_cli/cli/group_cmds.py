@@ -2,25 +2,18 @@
 from __future__ import annotations
 
 import sys
-import time
-from typing import Annotated, List, Optional
+from typing import List, Optional
 
 import typer
 
-from dynspec_cli.cli.runs import LiveDisplay
+from dynspec_cli.cli.options import AcceptNewHostKey, KnownHosts, SshConfig
+from dynspec_cli.cli.options import errors as _errors
+from dynspec_cli.cli.options import out as _out
+from dynspec_cli.report.runs import GroupDisplay
+from dynspec_cli.report.runs import report_group as _report
 
 # (not imported from app: app imports this module while it is being built)
 EXIT_CODES = """Exit codes: 0 live · 1 dead (a node's patched code cannot or did not run; preflight mismatch between nodes) · 2 bad input · 3 inconclusive / timeout · 4 crashed (a node crashed or stalled)."""
-SshConfig = Annotated[Optional[str], typer.Option("--ssh-config", help="ssh_config file (default ~/.ssh/config).")]
-KnownHosts = Annotated[Optional[str], typer.Option("--known-hosts", help="known_hosts file (default ~/.ssh/known_hosts).")]
-AcceptNewHostKey = Annotated[bool, typer.Option(
-    "--accept-new-host-key", help="Accept and remember an unknown host key (like OpenSSH accept-new); a changed key is still refused.")]
-
-
-def _errors():
-    from dynspec_cli.cli.app import _errors as e
-
-    return e()
 
 
 def _escape(s: str) -> str:
@@ -28,11 +21,6 @@ def _escape(s: str) -> str:
 
     return escape(s)
 
-
-def _out(json_out: bool):
-    from dynspec_cli.report.console import console
-
-    return console(stderr=json_out)
 
 group_app = typer.Typer(
     name="group",
@@ -67,51 +55,6 @@ class _Opener:
                 h.close()
             except Exception:  # noqa: BLE001
                 pass
-
-
-class GroupDisplay(LiveDisplay):
-    """One live table while watching: a row per node (phase, last evidence, verdict)."""
-
-    def __init__(self, out, group: str, enabled: bool) -> None:
-        super().__init__(out, enabled)
-        self.group = group
-
-    def update(self, states) -> None:
-        if not self.live:
-            return
-        self.live.update(table(states, f"{self.group} {time.monotonic() - self.t0:6.1f}s"))
-
-
-def table(states, title: str):
-    from rich.table import Table
-
-    from dynspec_cli.report.console import MARK
-
-    t = Table(title=title, title_justify="left", show_edge=False)
-    for col in ("node", "host", "phase", "verdict", "last evidence"):
-        t.add_column(col, overflow="fold" if col == "last evidence" else None)
-    for s in states:
-        mark, colour = MARK.get(s.verdict, ("?", "yellow"))
-        phase = s.phase + (" (stalled)" if s.stalled else "")
-        t.add_row(str(s.rank), s.host, phase, f"[{colour}]{mark} {s.verdict}[/]", _escape(s.evidence[:160]))
-    return t
-
-
-def _report(out, outcome, group: str, json_out: bool) -> None:
-    if json_out:
-        from dynspec_cli.report.jsonout import emit
-
-        emit(outcome.to_json(group))
-        return
-    from dynspec_cli.report.console import MARK
-
-    out.print(table(outcome.states, group))
-    mark, colour = MARK.get(outcome.verdict, ("?", "yellow"))
-    out.print(f"[{colour}]{mark} {outcome.verdict.upper()}[/] group {group}: {_escape(outcome.message)}")
-    if outcome.stopped:
-        out.print(f"  group stopped ({outcome.verdict}); no process remains on any node")
-    elif outcome.verdict == "live":
-        out.print(f"  the group keeps running (dynspec group stop {group} --host {outcome.states[0].host})")
 
 
 @group_app.command(epilog=EXIT_CODES)
@@ -159,7 +102,7 @@ def launch(
                                   f"{r.get('sglang_version') or '?'}, {len(r.get('file_hashes') or {})} patched file(s)")
                     for f in pre["findings"]:
                         out.print(f"  [red]✗[/] {f['code']}: {_escape(f['message'])}")
-                if pre["findings"] and not force:
+                if pre["dead"] and not force:
                     if json_out:
                         from dynspec_cli.report.jsonout import emit
 
@@ -267,27 +210,10 @@ def status_cmd(
                 row = G.node_status(h, rec, load_feature) if rec is not None else {
                     "name": m["name"], "alive": False, "verdict": None, "last_lines": ["(no run record)"]}
                 rows.append({"rank": m["rank"], **row, "host": m["host"]})
-    verdicts = [r["verdict"] for r in rows]
-    if all(v == "live" for v in verdicts):
-        gv = "live"
-    elif "dead" in verdicts:
-        gv = "dead"
-    elif "crashed" in verdicts:
-        gv = "crashed"
-    else:
-        gv = "inconclusive"
-    if json_out:
-        from dynspec_cli.report.jsonout import emit
+    gv = G.group_verdict([r["verdict"] for r in rows])
+    from dynspec_cli.report.runs import render_group_status
 
-        emit({"group": group, "verdict": gv, "dist_init_addr": doc.get("dist_init_addr"), "nodes": rows})
-        return
-    out = _out(False)
-    out.print(f"group {group}: {len(rows)} nodes, verdict {gv}, dist-init-addr {doc.get('dist_init_addr')}")
-    for r in rows:
-        out.print(f"  node {r['rank']} {r['host']}: {r['name']} {'alive' if r['alive'] else 'stopped'} "
-                  f"verdict {r['verdict'] or 'unknown'}")
-        for ln in r.get("last_lines") or []:
-            out.print(f"      [dim]{_escape(ln[:200])}[/]")
+    render_group_status(_out(json_out), group, gv, doc, rows, json_out)
 
 
 @group_app.command("stop", epilog=EXIT_CODES)

@@ -7,6 +7,8 @@ from typing import List, Optional
 
 import typer
 
+from dynspec_cli.cli.options import AcceptNewHostKey, KnownHosts, SshConfig
+
 PROVE_EXIT = ("Exit codes: 0 proven · 1 the feature does not behave as expected (or never speculates) · "
               "2 bad input · 3 inconclusive (e.g. the running batch never exceeded the threshold) · "
               "4 the server died during the run · 130 interrupted.")
@@ -21,9 +23,9 @@ def _fail(msg: str) -> typer.Exit:
 
 
 def _bad_input():
-    from dynspec_cli.cli.app import _errors
+    from dynspec_cli.cli.options import errors
 
-    return _errors()
+    return errors()
 
 
 def prove(
@@ -117,9 +119,9 @@ def _prove(target, feat, out, json_out, threshold, steps, duration, max_requests
     from dynspec_cli.report.jsonout import emit
 
     if target.record is None and target.log:
-        from dynspec_cli.cli.verify import verify_file
+        from dynspec_cli.verdict.pipeline import judge_file
 
-        verdict, probe = verify_file(target.log, feat, None, None).to_json(), None
+        verdict, probe = judge_file(target.log, feat, None, None).to_json(), None
     else:
         verdict, probe = session.fresh_verdict(target, feat)
     gone = session.gone(target)
@@ -228,10 +230,6 @@ def gate(
 
 
 def register(app: typer.Typer) -> None:
-    """Called by app.py at its end. The SSH options are app's own (one definition for every command);
-    typer reads these string annotations only when the CLI runs, after this import."""
-    global SshConfig, KnownHosts, AcceptNewHostKey
-    from dynspec_cli.cli.app import AcceptNewHostKey, KnownHosts, SshConfig  # noqa: F811
-
+    """Called by app.py at its end."""
     app.command(epilog=PROVE_EXIT)(prove)
     app.command(epilog=GATE_EXIT)(gate)

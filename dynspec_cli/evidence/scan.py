@@ -1,13 +1,13 @@
-"""Reading a log into the judge: whole files, the tail of huge files, or a growing file."""
+"""Log bytes -> lines -> observations, handed to a sink (the judge, or prove's collector).
+Nothing here knows what the observations are used for."""
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import BinaryIO, Iterator
+from typing import BinaryIO, Iterator, Protocol
 
 from dynspec_cli.evidence.lines import lines_of
-from dynspec_cli.evidence.rules import Classifier
-from dynspec_cli.verdict.judge import Judge
+from dynspec_cli.evidence.rules import Classifier, Observation
 
 CHUNK = 1 << 20
 MAX_LINE = 1 << 20  # longer lines are cut for analysis (a server_args dump is ~10 KB)
@@ -17,13 +17,19 @@ class LogError(Exception):
     """The log cannot be read as a text log (one line, names the file)."""
 
 
+class Sink(Protocol):
+    def feed(self, obs: Observation) -> None: ...
+
+
 @dataclass
 class Feeder:
-    """Splits a byte stream into lines and feeds them to the judge, keeping line numbers and
-    offsets. A trailing partial line is held until its newline arrives (or `flush`)."""
+    """Splits a byte stream into lines, classifies them and hands the observations to `sink`,
+    keeping line numbers and offsets. A trailing partial line is held until its newline arrives
+    (or `flush`). `no` and `offset` start where the bytes start in the file (a launch watched from
+    the middle of its log keeps the file's line numbers)."""
 
     classifier: Classifier
-    judge: Judge
+    sink: Sink
     no: int = 0
     offset: int = 0
     pending: bytes = b""
@@ -55,10 +61,15 @@ class Feeder:
         self.offset += size
         if not raw.strip():
             return
-        classify, feed = self.classifier.classify, self.judge.feed
+        classify, feed = self.classifier.classify, self.sink.feed
         for line in lines_of(raw, self.no if self.numbered else 0, off):
             for obs in classify(line):
                 feed(obs)
+
+    @property
+    def consumed(self) -> int:
+        """Bytes taken from the stream so far, the held partial line included."""
+        return self.offset + len(self.pending)
 
     def restart(self) -> None:
         """The file was truncated or replaced: start counting again."""

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import msgspec
 
@@ -25,6 +26,10 @@ class Finding(msgspec.Struct):
     line: int | None = None  # 1-based line number in the log (None: not from a log line)
     text: str | None = None  # the evidence line's text
     fix: str | None = None
+    params: dict[str, Any] | None = None  # numbers for the registry's fix_template
+    rank: int | None = None  # group findings: the node
+    host: str | None = None
+    file: str | None = None
 
     def __post_init__(self) -> None:
         d = doc(self.code)
@@ -33,11 +38,34 @@ class Finding(msgspec.Struct):
         if not self.severity:
             self.severity = d.severity
         if self.fix is None:
-            self.fix = d.fix
+            self.fix = d.fix_template.format(**self.params) if d.fix_template and self.params else d.fix
 
     @property
     def name(self) -> str:
         return doc(self.code).name
+
+    def effect(self, context: str) -> str | None:
+        """What this finding does to the verdict in `context` (log, preflight, group): the
+        registry's policy, not the code's."""
+        return doc(self.code).verdict.get(context)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"code": self.code, "name": self.name, "severity": self.severity,
+                               "message": self.message, "line": self.line, "text": self.text, "fix": self.fix}
+        for key in ("rank", "host", "file"):
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
+        return out
+
+
+def forced_verdict(findings: list[Finding], context: str) -> str | None:
+    """"dead" if any finding makes the verdict dead in `context`, else "crashed" if any makes it
+    crashed, else None (the verdict rests on the other evidence)."""
+    effects = {f.effect(context) for f in findings}
+    for v in ("dead", "crashed"):
+        if v in effects:
+            return v
+    return None
 
 
 def markdown_table() -> str:

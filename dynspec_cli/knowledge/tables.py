@@ -56,7 +56,8 @@ def cached(kind: str, paths: list[Path], build):
     import pickle
 
     try:
-        stamp = "|".join(f"{p}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in paths)
+        # this file too: it defines the structures that are pickled
+        stamp = "|".join(f"{p}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in [*paths, Path(__file__)])
     except OSError:
         return build()
     key = f"{binascii.crc32(stamp.encode()):08x}{len(stamp):04x}"
@@ -203,6 +204,9 @@ class LogLineRow(_Row):
     crash_end: bool = False
     implies: dict[str, Any] = {}
     versions_by_form: dict[str, str] = {}
+    decisive: bool = False  # the line alone proves the process died (no later line can undo it)
+    startup_crash: bool = False  # the line is only written while the server starts (before ready)
+    evidence: Union[str, None] = None  # frame | served | constructor: read by verdict/claims.py only
 
 
 class LogLinesFile(msgspec.Struct, forbid_unknown_fields=True):
@@ -216,3 +220,6 @@ class FindingDoc(msgspec.Struct, forbid_unknown_fields=True):
     what: str
     why: str
     fix: str
+    # the finding's effect on the verdict per context (log, preflight, group); absent: none
+    verdict: dict[Literal["log", "preflight", "group"], Literal["dead", "crashed"]] = {}
+    fix_template: Union[str, None] = None

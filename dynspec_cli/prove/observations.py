@@ -1,10 +1,9 @@
 """What one step left behind. Log bytes are read with dynspec's own evidence code (the Feeder's
 line splitting, `lines_of`, the Classifier with the `decode-batch` row of
-configs/sglang/log_lines.toml and the `DYNSPEC-PROBE ` prefix); the load generator's JSON adds
+configs/sglang/log_lines.toml and the probe's lines, evidence/probe_lines.py); the load generator's JSON adds
 per-request meta_info, /server_info and /metrics."""
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -40,7 +39,7 @@ class LogSlice:
 
 
 class _Collector:
-    """Takes the Judge's place behind a Feeder: keeps decode and probe observations only."""
+    """A Feeder's sink that keeps decode and probe observations only."""
 
     def __init__(self, out: LogSlice) -> None:
         self.out = out
@@ -56,11 +55,8 @@ class _Collector:
                                           "log", obs.line.text[:400], obs.line.offset))
         elif obs.kind == "probe":
             self.out.probe_lines += 1
-            try:
-                doc = json.loads(obs.data["json"])
-            except (ValueError, TypeError):
-                return
-            if isinstance(doc, dict) and doc.get("event") == "hit":
+            doc = obs.data.get("event")
+            if doc is not None and doc.get("event") == "hit":
                 fn = str(doc.get("function") or doc.get("target") or "?")
                 count = doc.get("count", doc.get("calls", 1))
                 self.out.probe_hits[fn] = _max_count(self.out.probe_hits.get(fn), count)
@@ -74,8 +70,7 @@ class LogReader:
         """Observations in `data`, the log's bytes from offset `start` (a trailing partial line is
         judged too: the step is over)."""
         out = LogSlice(bytes_read=len(data))
-        feeder = Feeder(self.classifier, _Collector(out), numbered=False)  # type: ignore[arg-type]
-        feeder.offset = start
+        feeder = Feeder(self.classifier, _Collector(out), offset=start, numbered=False)
         feeder.feed(data)
         feeder.flush()
         mark_stable(out.decode)

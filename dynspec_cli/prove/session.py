@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable, Optional
 
+from dynspec_cli import inject
 from dynspec_cli.knowledge.features import Feature
 from dynspec_cli.prove import decision, observations
 from dynspec_cli.prove.decision import Conclusion, Step
@@ -18,7 +18,7 @@ from dynspec_cli.run import records
 from dynspec_cli.run.records import RunRecord
 from dynspec_cli.transport import Host
 
-LOADGEN = Path(__file__).resolve().parent.parent / "inject" / "loadgen.py"
+LOADGEN = inject.script("loadgen.py")
 PROMPT = ("Explain, step by step and in plain words, how speculative decoding lets a small draft model "
           "propose tokens that a large target model verifies in one forward pass.")
 LOG_CAP = 64 << 20  # bytes of log read per step (a step at high concurrency logs a few MB at most)
@@ -122,17 +122,17 @@ def fresh_verdict(target: Target, feature: Feature) -> tuple[Optional[dict[str, 
     proof (hit lines) from the same read."""
     if not target.log:
         return None, None
-    from dynspec_cli.cli.verify import make_feeder
+    from dynspec_cli.verdict.pipeline import Pipeline
 
     rec = target.record
-    feeder = make_feeder(feature, (rec.patched_class or None) if rec else None, rec.sglang_version if rec else None)
+    pipe = Pipeline.for_record(rec, feature) if rec else Pipeline(feature, offset=target.log_offset)
     try:
         data = target.host.read_file(target.log, target.log_offset, VERDICT_CAP)
     except (FileNotFoundError, PermissionError, IsADirectoryError) as e:
         raise PlanError(f"{target.host.name}:{target.log}: cannot read the log: {e.strerror}") from None
-    feeder.feed(data)
-    feeder.flush()
-    v = feeder.judge.verdict(at_eof=False).to_json()
+    pipe.feed(data)
+    pipe.flush()
+    v = pipe.verdict(at_eof=False).to_json()
     sl = observations.LogReader(feature).read(data, target.log_offset)
     probe = None
     if sl.probe_lines or v.get("probe"):

@@ -7,70 +7,39 @@ nothing is left running unless the user asked for it (--keep, --detach, or a liv
 from __future__ import annotations
 
 import json
-import time
-from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Optional
 
+from dynspec_cli import inject
 from dynspec_cli.evidence.rules import LAUNCH_PREFIX
 from dynspec_cli.knowledge.features import Feature
 from dynspec_cli.run import records
 from dynspec_cli.run.profiles import Profile
 from dynspec_cli.run.records import RunRecord
 from dynspec_cli.run.secrets import redact_argv, redact_env
-from dynspec_cli.run.stream import judge_stream
 from dynspec_cli.transport import Host
-from dynspec_cli.verdict.judge import Verdict
-
-PORT_CHECK = r"""
-import socket, sys
-port = int(sys.argv[1])
-for fam, addr in ((socket.AF_INET, "0.0.0.0"), (socket.AF_INET, "127.0.0.1")):
-    s = socket.socket(fam, socket.SOCK_STREAM)
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server will: TIME_WAIT is not "taken"
-    try:
-        s.bind((addr, port))
-    except OSError:
-        print("taken"); sys.exit(0)
-    finally:
-        s.close()
-print("free")
-"""
-
-HEALTH = r"""
-import sys, urllib.request
-port = sys.argv[1]
-for path in ("/health_generate", "/health"):
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as r:
-            print(path, r.status); sys.exit(0)
-    except Exception as e:
-        last = f"{path} {getattr(e, 'code', None) or type(e).__name__}"
-print(last)
-"""
-
 
 class RunError(Exception):
     """A run cannot be started, found or stopped (one line; exit 2)."""
 
 
-@dataclass
-class Outcome:
-    verdict: Verdict
-    why: str  # decided | ready | exited | timeout | interrupted | ended
-    stopped: bool  # dynspec stopped the server
-    record: RunRecord
-    health: Optional[str] = None
+def ask(host: Host, python: str, *question: str, timeout: float = 30) -> dict:
+    """One question of inject/hostcheck.py, answered by `python` on the host."""
+    res = host.run_python(python, inject.program("hostcheck.py"), list(question), timeout=timeout)
+    try:
+        return json.loads(res.stdout)
+    except ValueError:
+        err = res.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise RunError(f"{python} on {host.name} did not answer {question[0]}: "
+                       f"{err[-1] if err else f'exit {res.exit_code}'}") from None
 
 
 def port_taken(host: Host, python: str, port: int) -> bool:
-    res = host.run_python(python, PORT_CHECK, [str(port)], timeout=30)
-    return res.text.strip() == "taken"
+    return ask(host, python, "port-free", str(port)).get("free") is False
 
 
 def health(host: Host, python: str, port: int) -> tuple[bool, str]:
-    res = host.run_python(python, HEALTH, [str(port)], timeout=30)
-    text = res.text.strip()
-    return text.endswith(" 200"), text
+    doc = ask(host, python, "health", str(port))
+    return bool(doc.get("ok")), doc.get("status") or str(doc.get("error"))
 
 
 def probe_env_on(host: Host, python: str, targets: list[dict], profile_env: dict[str, str]) -> dict[str, str]:
@@ -78,10 +47,9 @@ def probe_env_on(host: Host, python: str, targets: list[dict], profile_env: dict
     and return the environment additions that inject it."""
     import hashlib
 
-    from dynspec_cli import probe_setup
-    from dynspec_cli.transport import LocalHost
+    from dynspec_cli.run import probe as probe_setup
 
-    if isinstance(host, LocalHost):
+    if host.shares_local_files:
         pdir = str(probe_setup.PROBE_DIR)
     else:
         files = probe_setup.probe_files()
@@ -112,6 +80,7 @@ def start(host: Host, prof: Profile, feature: Feature, *, replace: bool, sglang_
     log = records.expand(host, prof.log_path())
     host.run(["mkdir", "-p", log.rsplit("/", 1)[0] or "/"], check=True, timeout=30)
     offset = host.size(log) or 0
+    line_base = lines_before(host, log, offset)
     argv = prof.argv()
     env = dict(prof.env)
     env.update(extra_env or {})
@@ -122,12 +91,24 @@ def start(host: Host, prof: Profile, feature: Feature, *, replace: bool, sglang_
     spawned = host.spawn_detached(argv, env=env, cwd=records.expand(host, prof.workdir) if prof.workdir else None,
                                   log_path=log)
     rec = RunRecord(name=prof.name, host=host.name, pid=spawned.pid, pgid=spawned.pgid, argv=redact_argv(argv),
-                    env=redact_env(env), log=log, log_offset=offset, port=prof.port, started_at=header["started_at"],
+                    env=redact_env(env), log=log, log_offset=offset, log_line_base=line_base, port=prof.port, started_at=header["started_at"],
                     feature=feature.name, patched_class=list(prof.patched_class), sglang_version=sglang_version,
                     python=prof.python, cwd=prof.workdir, probe=bool(extra_env and "DYNSPEC_PROBE" in extra_env),
                     leader_start=records.leader_start(host, spawned.pid))
     records.save(host, rec)
     return rec
+
+
+def lines_before(host: Host, log: str, offset: int) -> int:
+    """How many lines the log holds before `offset`: a launch judged from there keeps the file's
+    line numbers."""
+    if offset <= 0:
+        return 0
+    res = host.run(["sh", "-c", 'head -c "$1" "$2" | wc -l', "sh", str(offset), log], timeout=120)
+    try:
+        return int(res.text.strip() or 0)
+    except ValueError:
+        return 0
 
 
 def stop(host: Host, rec: RunRecord, *, grace: float = 10.0) -> bool:
@@ -149,88 +130,22 @@ def stop(host: Host, rec: RunRecord, *, grace: float = 10.0) -> bool:
     return gone
 
 
-def watch(host: Host, rec: RunRecord, feature: Feature, *, timeout: Optional[float], keep: bool,
-          on_update: Callable[[Verdict], None] | None = None, ready_needed: bool = True,
-          feeder_factory=None) -> Outcome:
-    """Follow the run's log from its start until the verdict is decided and the server is ready,
-    the process is gone, or `timeout`. Dead stops the server unless `keep`."""
-    from dynspec_cli.cli.verify import make_feeder
-
-    feeder = (feeder_factory or make_feeder)(feature, rec.patched_class or None, rec.sglang_version)
-    judge = feeder.judge
-    state = {"health": None, "exited": False}
-
-    def decided(v: Verdict) -> bool:
-        if v.verdict in ("dead", "crashed"):
-            return True
-        return False  # live waits for readiness (checked in on_tick)
-
-    def on_tick(v: Verdict, quiet: float) -> Optional[Verdict]:
-        if not host.group_alive(rec.pgid):
-            state["exited"] = True
-            time.sleep(0.3)  # let the last lines land in the log
-            _drain(host, rec, feeder)
-            final = judge.verdict(at_eof=True)
-            if final.verdict in ("inconclusive", "live") and not final.server_ready:
-                final = _exited(judge, final)
-            return final
-        if v.verdict == "live" and judge.decided(v) and (v.server_ready or not ready_needed):
-            ok, text = health(host, rec.python, rec.port)
-            state["health"] = text
-            if ok or not ready_needed:
-                return v
-        return None
-
-    events = host.follow(rec.log, rec.log_offset)
-    verdict, why = judge_stream(events, feeder, timeout=timeout, on_update=on_update, on_tick=on_tick,
-                                decided=decided)
-    if why == "tick":
-        why = "exited" if state["exited"] else "ready"
-    stopped = False
-    if verdict.verdict == "dead" and not keep:
-        stopped = stop(host, rec)
-    elif verdict.verdict == "crashed" and host.group_alive(rec.pgid):
-        stopped = stop(host, rec)  # a crashed server's leftovers (children) are not kept
-    rec.verdict = verdict.verdict
-    records.save(host, rec)
-    return Outcome(verdict, why, stopped, rec, state["health"])
-
-
-def _drain(host: Host, rec: RunRecord, feeder) -> None:
-    """Feed whatever the log holds beyond what the follower delivered (the process just exited)."""
-    data = host.read_file(rec.log, rec.log_offset + feeder.offset + len(feeder.pending))
-    if data:
-        feeder.feed(data)
-    feeder.flush()
-
-
-def _exited(judge, v: Verdict) -> Verdict:
-    from dynspec_cli.knowledge.findings import Finding
-
-    la = judge.launches[-1] if judge.launches else None
-    line = la.last_line if la else None
-    v.crashed = True
-    v.verdict = "crashed" if v.verdict != "dead" else "dead"
-    v.crash = {"exception": "ProcessExited", "message": "the server process exited", "line": (line.no or None) if line else None,
-               "text": line.text if line else None}
-    v.findings.append(Finding("DS303", "the server process exited before it was ready.",
-                              line=(line.no or None) if line else None, text=line.text if line else None))
-    return v
-
-
 def record_status(host: Host, rec: RunRecord, feature_loader) -> dict:
     """One run: alive or not, the verdict of its log so far (the last 4 MiB), the last log lines."""
-    from dynspec_cli.cli.verify import make_feeder
+    from dynspec_cli.verdict.pipeline import Pipeline
 
     alive = host.group_alive(rec.pgid) if rec.stopped_at is None else False
     verdict, last_lines = rec.verdict, []
     try:
         size = host.size(rec.log) or 0
-        data = host.read_file(rec.log, max(rec.log_offset, size - (4 << 20)))
-        feeder = make_feeder(feature_loader(rec.feature), rec.patched_class or None, rec.sglang_version)
-        feeder.feed(data)
-        feeder.flush()
-        verdict = feeder.judge.verdict(at_eof=not alive).verdict
+        start = max(rec.log_offset, size - (4 << 20))
+        data = host.read_file(rec.log, start)
+        feature = feature_loader(rec.feature)
+        pipe = Pipeline.for_record(rec, feature) if start == rec.log_offset else \
+            Pipeline(feature, rec.patched_class or None, rec.sglang_version, offset=start)
+        pipe.feed(data)
+        pipe.flush()
+        verdict = pipe.verdict(at_eof=not alive).verdict
         last_lines = [ln for ln in data.decode("utf-8", "replace").splitlines() if ln.strip()][-3:]
     except (FileNotFoundError, PermissionError):
         last_lines = ["(log not readable)"]

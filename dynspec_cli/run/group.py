@@ -25,12 +25,15 @@ from typing import Any, Callable, Optional
 
 import msgspec
 
-from dynspec_cli import probe_setup
+from dynspec_cli.knowledge.findings import Finding, forced_verdict
 from dynspec_cli.knowledge.tables import ConfigError
 from dynspec_cli.run import control, records
 from dynspec_cli.run.control import RunError
+from dynspec_cli.run.launch import start_prepared
 from dynspec_cli.run.profiles import Profile
+from dynspec_cli.run.watch import Watched, follow_run
 from dynspec_cli.transport import Host, TransportError
+from dynspec_cli.verdict.codes import EXIT
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -41,41 +44,6 @@ GROUP_KEYS = ("hosts", "dist_init_port", "nodes")
 NODE_KEYS = ("env", "flags", "python", "workdir")
 RANK_FLAGS = ("node-rank", "--node-rank")
 GROUP_FLAGS = ("nnodes", "node-rank", "dist-init-addr")
-PHASE_WORDS = {"args": "argument resolution", "distributed": "distributed init", "weights": "weight loading",
-               "kv-cache": "KV-cache allocation", "cuda-graph": "CUDA graph capture", "draft": "draft model loading",
-               "ready": "readiness", "serving": "serving"}
-
-FREE_PORT = r"""
-import socket
-s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-s.bind(("0.0.0.0", 0))
-print(s.getsockname()[1])
-s.close()
-"""
-
-SOURCE_ADDR = r"""
-import socket, sys
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-try:
-    s.connect((sys.argv[1], 9))
-    print(s.getsockname()[0])
-except OSError:
-    print("")
-"""
-
-HASH_FILES = r"""
-import hashlib, json, sys
-out = {}
-for p in json.loads(sys.argv[1]):
-    try:
-        with open(p, "rb") as f:
-            out[p] = hashlib.sha256(f.read()).hexdigest()
-    except OSError as e:
-        out[p] = "unreadable: %s" % e.strerror
-print(json.dumps(out))
-"""
-
-
 # --------------------------------------------------------------------------------------------------
 # the group profile
 
@@ -182,17 +150,6 @@ def node_profile(spec: GroupSpec, rank: int, dist_init_addr: str) -> Profile:
 # addresses and ports
 
 
-def ssh_hostname(host: Host) -> Optional[str]:
-    """The address dynspec reaches an SSH host at (ssh_config HostName), None for the local host."""
-    opts = getattr(host, "_options", None)
-    if opts is None:
-        return None
-    from dynspec_cli.transport import sshconnect
-
-    cfg = sshconnect.load_config(opts.ssh_config_path)
-    return sshconnect.resolve(opts.destination, cfg, opts).hostname
-
-
 def _loopback(addr: Optional[str]) -> bool:
     if addr is None:
         return True
@@ -208,23 +165,24 @@ def node0_address(hosts: list[Host], python: str) -> str:
     """Node 0's address as the other nodes reach it: its ssh_config HostName when that is not a
     loopback address; else the source address node 0 uses towards another node; else 127.0.0.1
     (every node on this machine)."""
-    h0 = ssh_hostname(hosts[0])
+    h0 = hosts[0].address()
     if not _loopback(h0):
         return h0
     for other in hosts[1:]:
-        addr = ssh_hostname(other)
+        addr = other.address()
         if _loopback(addr):
             continue
-        res = hosts[0].run_python(python, SOURCE_ADDR, [addr], timeout=30)
-        src = res.text.strip()
+        src = control.ask(hosts[0], python, "source-addr", addr).get("addr")
         if src:
             return src
     return "127.0.0.1"
 
 
 def free_port_on(host: Host, python: str) -> int:
-    res = host.run_python(python, FREE_PORT, timeout=30, check=True)
-    return int(res.text.strip())
+    doc = control.ask(host, python, "free-port")
+    if not isinstance(doc.get("port"), int):
+        raise RunError(f"no free port on {host.name}: {doc.get('error')}")
+    return doc["port"]
 
 
 def _fmt_addr(addr: str, port: int) -> str:
@@ -238,10 +196,10 @@ def _fmt_addr(addr: str, port: int) -> str:
 def hash_files(host: Host, python: str, files: list[str]) -> dict[str, str]:
     if not files:
         return {}
-    res = host.run_python(python, HASH_FILES, [json.dumps(files)], timeout=60)
     try:
-        return json.loads(res.stdout)
-    except ValueError:
+        return control.ask(host, python, "hash-files", json.dumps(files), timeout=60).get("hashes") or \
+            {f: "unreadable" for f in files}
+    except RunError:
         return {f: "unreadable" for f in files}
 
 
@@ -251,19 +209,19 @@ def _relative(path: str, root: Optional[str]) -> str:
     return path
 
 
-def compare_nodes(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def compare_nodes(nodes: list[dict[str, Any]]) -> list[Finding]:
     """Findings from the per-node preflight facts: every node must run the same sglang release,
     the same patched files (by sha256, keyed by path inside the sglang package) and the same flags
     apart from --node-rank. Each node dict: rank, host, version, hashes {relpath: sha256}, flags."""
-    out: list[dict[str, Any]] = []
+    out: list[Finding] = []
     if not nodes:
         return out
     ref = nodes[0]
     for n in nodes[1:]:
         if n.get("version") != ref.get("version"):
-            out.append({"code": "DS401", "severity": "error", "rank": n["rank"], "host": n["host"],
-                        "message": f"node {n['rank']} ({n['host']}) has sglang {n.get('version') or 'unknown'}, "
-                                   f"node 0 ({ref['host']}) has {ref.get('version') or 'unknown'}"})
+            out.append(Finding("DS401", f"node {n['rank']} ({n['host']}) has sglang {n.get('version') or 'unknown'}, "
+                                        f"node 0 ({ref['host']}) has {ref.get('version') or 'unknown'}",
+                               rank=n["rank"], host=n["host"]))
         a, b = ref.get("hashes") or {}, n.get("hashes") or {}
         for rel in sorted(set(a) | set(b)):
             if a.get(rel) != b.get(rel):
@@ -273,26 +231,15 @@ def compare_nodes(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     what = "has a patched file that node 0 lacks"
                 else:
                     what = f"differs (sha256 {b[rel][:12]} vs node 0's {a[rel][:12]})"
-                out.append({"code": "DS402", "severity": "error", "rank": n["rank"], "host": n["host"],
-                            "file": rel, "message": f"{rel} on node {n['rank']} ({n['host']}) {what}"})
+                out.append(Finding("DS402", f"{rel} on node {n['rank']} ({n['host']}) {what}",
+                                   rank=n["rank"], host=n["host"], file=rel))
         fa = [x for x in _flags_without_rank(ref.get("flags") or [])]
         fb = [x for x in _flags_without_rank(n.get("flags") or [])]
         if fa != fb:
-            out.append({"code": "DS403", "severity": "error", "rank": n["rank"], "host": n["host"],
-                        "message": f"node {n['rank']} ({n['host']}) runs other server flags than node 0: "
-                                   f"{' '.join(sorted(set(fb) ^ set(fa)))[:300]}"})
+            out.append(Finding("DS403", f"node {n['rank']} ({n['host']}) runs other server flags than node 0: "
+                                        f"{' '.join(sorted(set(fb) ^ set(fa)))[:300]}",
+                               rank=n["rank"], host=n["host"]))
     return out
-
-
-def _with_doc(f: dict[str, Any]) -> dict[str, Any]:
-    """A group finding with its registry name and fix (configs/findings.toml)."""
-    from dynspec_cli.knowledge.findings import doc
-
-    d = doc(f["code"])
-    if d is not None:
-        f.setdefault("name", d.name)
-        f.setdefault("fix", d.fix)
-    return f
 
 
 def _flags_without_rank(flags: list[str]) -> list[str]:
@@ -354,11 +301,11 @@ def preflight_group(targets: list[Host], profs: list[Profile], feature) -> dict[
     for n, r in zip(nodes, results):
         if r["verdict"] == "dead":
             first = next((f for f in r["findings"] if f["severity"] == "error"), None)
-            findings.insert(0, {"code": "DS404", "severity": "error", "rank": n["rank"], "host": n["host"],
-                                "message": f"preflight on node {n['rank']} ({n['host']}) is dead"
-                                           + (f": {first['code']} {first['message']}" if first else "")})
-    findings = [_with_doc(f) for f in findings]
-    return {"nodes": results, "findings": findings, "ok": not findings,
+            findings.insert(0, Finding("DS404", f"preflight on node {n['rank']} ({n['host']}) is dead"
+                                                + (f": {first['code']} {first['message']}" if first else ""),
+                                       rank=n["rank"], host=n["host"]))
+    return {"nodes": results, "findings": [f.to_json() for f in findings], "ok": not findings,
+            "dead": forced_verdict(findings, "group") == "dead",
             "sglang_version": results[0].get("sglang_version") if results else None}
 
 
@@ -380,7 +327,7 @@ def save_group_everywhere(node0: Host, doc: dict[str, Any]) -> None:
     save_group(node0, doc)
     from dynspec_cli.transport import LocalHost
 
-    if not isinstance(node0, LocalHost):
+    if not node0.shares_local_files:
         try:
             save_group(LocalHost(), doc)
         except (OSError, TransportError):
@@ -434,11 +381,8 @@ def _start_nodes(spec, nodes: list[Node], feature, *, replace, preflight_result,
     version = (preflight_result or {}).get("sglang_version") or spec.base.sglang_version
 
     def one(n: Node) -> None:
-        extra = None
-        if probe:
-            targets = probe_setup.probe_targets(feature, pre_nodes[n.rank], n.prof.patched_class or None)
-            extra = control.probe_env_on(n.host, n.prof.python, targets, n.prof.env) if targets else None
-        n.rec = control.start(n.host, n.prof, feature, replace=replace, sglang_version=version, extra_env=extra)
+        n.rec = start_prepared(n.host, n.prof, feature, pre=pre_nodes[n.rank], probe=probe, replace=replace,
+                               sglang_version=version)
 
     _, errors = each_concurrently(one, nodes)
     failed = [(n, e) for n, e in zip(nodes, errors) if e is not None]
@@ -502,101 +446,46 @@ class GroupOutcome:
                            "detail": s.v.to_json() if s.v is not None else None} for s in self.states]}
 
 
-EXIT = {"live": 0, "dead": 1, "inconclusive": 3, "crashed": 4}
 
 
-def _evidence(feeder, v) -> str:
+def _evidence(pipe, v) -> str:
     if v.crash:
         return f"line {v.crash.get('line')}: {v.crash.get('text') or v.crash.get('message')}"
     if v.marker.get("found"):
         return f"marker line {v.marker.get('line')}: {v.marker.get('text')}"
-    la = feeder.judge.launches[-1] if feeder.judge.launches else None
-    if la is not None and la.last_line is not None:
-        return f"line {la.last_line.no}: {la.last_line.text}"
+    line = pipe.last_line if pipe is not None else None
+    if line is not None:
+        return f"line {line.no}: {line.text}"
     return ""
-
-
-def _stall(judge, v, rank: int, quiet: float, host: str):
-    from dynspec_cli.knowledge.findings import Finding
-
-    phase = (v.launch or {}).get("phase") or "args"
-    words = PHASE_WORDS.get(phase, phase)
-    la = judge.launches[-1] if judge.launches else None
-    line = la.last_line if la else None
-    msg = f"stalled in {words} on node {rank} ({host}): no log progress for {quiet:.0f}s"
-    v.verdict, v.crashed = "crashed", True
-    v.crash = {"exception": "Stalled", "message": msg, "line": (line.no or None) if line else None,
-               "text": line.text if line else None}
-    v.findings.append(Finding("DS303", msg, line=(line.no or None) if line else None, text=line.text if line else None))
-    return v
 
 
 def watch_node(node: Node, feature, state: NodeState, stop: threading.Event, *, stall_timeout: float,
                on_change: Callable[[], None]) -> None:
-    """One node's judging loop; runs until its verdict is dead/crashed/stalled, its process is
-    gone, or `stop` is set (the group decided)."""
-    from dynspec_cli.cli.verify import make_feeder
-    from dynspec_cli.run.stream import judge_stream
-
-    host, rec = node.host, node.rec
-    feeder = make_feeder(feature, rec.patched_class or None, rec.sglang_version)
-    judge = feeder.judge
-    need_ready = node.rank == 0
+    """One node's judging loop (run/watch.py's, as for one server); runs until its verdict is
+    dead/crashed/stalled, its process is gone, or `stop` is set (the group decided). Node 0 must
+    also answer a real generation; a live node keeps being watched (it may still crash)."""
+    w = Watched()
 
     def publish(v) -> None:
         state.v = v
         state.verdict = v.verdict
         la = v.launch or {}
         state.phase = "ready" if v.server_ready else (la.get("phase") or "args")
-        state.evidence = _evidence(feeder, v)[:300]
-        on_change()
+        state.evidence = _evidence(w.pipeline, v)[:300]
+        state.ready, state.health = w.ready, w.health
 
-    def is_live(v) -> bool:
-        return v.verdict == "live" and (state.ready or not need_ready)
-
-    def on_tick(v, quiet: float):
-        if stop.is_set():
-            return v
-        try:
-            alive = host.group_alive(rec.pgid)
-        except TransportError:
-            return None  # the connection is being re-established; the follower resumes
-        if not alive:
-            time.sleep(0.3)
-            control._drain(host, rec, feeder)
-            final = judge.verdict(at_eof=True)
-            if final.verdict in ("inconclusive", "live") and not final.server_ready:
-                final = control._exited(judge, final)
-            state.why = "exited"
-            return final
-        if need_ready and v.verdict == "live" and v.server_ready and not state.ready:
-            try:
-                ok, text = control.health(host, rec.python, rec.port)
-            except TransportError:
-                ok, text = False, None
-            state.health = text
-            if ok:
-                state.ready = True
-                publish(v)
-        if not is_live(v) and quiet >= stall_timeout:
-            state.stalled, state.why = True, "stalled"
-            return _stall(judge, v, node.rank, quiet, host.name)
-        return None
-
-    events = host.follow(rec.log, rec.log_offset)
     try:
-        v, why = judge_stream(events, feeder, timeout=None, on_update=publish, on_tick=on_tick,
-                              decided=lambda v: v.verdict in ("dead", "crashed"), tick_every=0.5)
-        state.why = state.why or ("stopped" if stop.is_set() else why)
-        publish(v)
+        follow_run(node.host, node.rec, feature, need_ready=node.rank == 0, end_on_live=False,
+                   stall_timeout=stall_timeout, stop=stop, on_update=publish, on_change=on_change,
+                   tick_every=0.5, state=w, where=f"node {node.rank} ({node.host.name})")
+        state.stalled = w.stalled
+        state.why = w.why
+        if w.verdict is not None:
+            publish(w.verdict)
     except BaseException as e:  # noqa: BLE001 - a node's loop must not kill the others silently
         state.error = f"{type(e).__name__}: {e}"
         state.why = "error"
     finally:
-        try:
-            events.close()
-        except Exception:  # noqa: BLE001
-            pass
         state.done = True
         on_change()
 
@@ -647,6 +536,16 @@ def watch_group(nodes: list[Node], feature, *, timeout: Optional[float], stall_t
         except TransportError:
             pass
     return outcome
+
+
+def group_verdict(verdicts: list[Optional[str]]) -> str:
+    """One server over several nodes: live only when every node is; dead outranks crashed."""
+    if verdicts and all(v == "live" for v in verdicts):
+        return "live"
+    for v in ("dead", "crashed"):
+        if v in verdicts:
+            return v
+    return "inconclusive"
 
 
 def _decide(states: list[NodeState]) -> Optional[GroupOutcome]:

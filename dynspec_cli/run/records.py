@@ -33,6 +33,7 @@ class RunRecord(msgspec.Struct):
     verdict: Optional[str] = None
     probe: bool = False
     leader_start: Optional[str] = None  # /proc/<pid>/stat start time: tells a reused pid apart
+    log_line_base: int = 0  # lines of the log before log_offset (evidence keeps the file's line numbers)
 
 
 def expand(host: Host, path: str) -> str:

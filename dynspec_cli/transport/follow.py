@@ -13,16 +13,22 @@ import json
 import threading
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, Literal
 
+from dynspec_cli import inject
 from dynspec_cli.transport import shell
-from dynspec_cli.transport.errors import AuthFailed, ConnectError, FollowError, HostKeyError, TransportError
+from dynspec_cli.transport.errors import (
+    AuthFailed,
+    ConnectError,
+    FollowError,
+    HostKeyError,
+    TransportError,
+)
 
 if TYPE_CHECKING:
     from dynspec_cli.transport.host import Host, Process
 
-FOLLOWER = Path(__file__).resolve().parent.parent / "inject" / "follower.py"
+FOLLOWER = inject.script("follower.py")
 
 EventKind = Literal["data", "truncated", "rotated", "missing", "reconnected", "gap"]
 

@@ -78,6 +78,14 @@ class Process(abc.ABC):
 class Host(abc.ABC):
     name: str
     python: str  # interpreter used for the host's own helpers (the follower)
+    # Capabilities, asked instead of "which kind of host is this?":
+    # the host's files are this machine's files (a path here names the same file there)
+    shares_local_files: bool = False
+
+    def address(self) -> str | None:
+        """The network address dynspec reaches this host at (ssh_config HostName); None for
+        this machine."""
+        return None
 
     # --- supplied by subclasses ------------------------------------------------------------
     @abc.abstractmethod

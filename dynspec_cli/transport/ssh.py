@@ -147,6 +147,12 @@ class SSHHost(Host):
         self._lock = threading.RLock()
         self._conn = None
 
+    def address(self) -> str | None:
+        from dynspec_cli.transport import sshconnect
+
+        opts = self._options
+        return sshconnect.resolve(opts.destination, sshconnect.load_config(opts.ssh_config_path), opts).hostname
+
     def connect(self) -> "SSHHost":
         """Connect now (raising ConnectError subclasses) instead of at the first operation."""
         with self._lock:

@@ -8,17 +8,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from dynspec_cli.evidence.argv import flag_values
 from dynspec_cli.evidence.lines import Line
 from dynspec_cli.evidence.rules import Observation
 from dynspec_cli.evidence.server_args import parse_dump
 from dynspec_cli.knowledge.features import Feature
-from dynspec_cli.knowledge.findings import Finding
+from dynspec_cli.knowledge.findings import Finding, forced_verdict
 from dynspec_cli.knowledge.sglang import Knowledge
-from dynspec_cli.verdict import workers
+from dynspec_cli.verdict import claims, workers
+from dynspec_cli.verdict.codes import EXIT
 
-EXIT = {"live": 0, "dead": 1, "inconclusive": 3, "crashed": 4}
 _DECISIVE_CRASH = {"unrecognized-arguments", "scheduler-exception", "child-failed", "killed", "no-nvidia-driver", "cuda-oom"}
-_RESOLVE_PHASE = {"warning", "launch"}
+_RESOLVE_PHASE = {"warning", "launch", "command"}  # issue-12 hook: a launch command in the log starts a launch
 
 
 @dataclass
@@ -94,6 +95,7 @@ class Launch:
     header: dict[str, Any] = field(default_factory=dict)
     frames: dict[str, Line] = field(default_factory=dict)  # worker module -> first traceback frame in it
     last_line: Optional[Line] = None
+    ev: "claims.ClaimEvidence" = field(default_factory=lambda: claims.ClaimEvidence())  # issue-12 hook
 
 
 @dataclass
@@ -112,6 +114,8 @@ class Verdict:
     launch: dict[str, Any]
     missing: list[str] = field(default_factory=list)
     probe: Optional[dict[str, Any]] = None
+    claims: Optional[dict[str, Any]] = None  # issue-12 hook: verdict/claims.py
+    requested: Optional[dict[str, Any]] = None  # issue-12 hook: the log's launch command vs server_args
 
     @property
     def exit_code(self) -> int:
@@ -130,15 +134,42 @@ class Verdict:
             "crashed": self.crashed,
             "crash": self.crash,
             "marker": self.marker,
-            "findings": [
-                {"code": f.code, "name": f.name, "severity": f.severity, "message": f.message,
-                 "line": f.line, "text": f.text, "fix": f.fix}
-                for f in self.findings
-            ],
+            "findings": [f.to_json() for f in self.findings],
             "launch": self.launch,
             "missing": self.missing,
             "probe": self.probe,
+            "claims": self.claims,
+            "requested": self.requested,
         }
+
+
+@dataclass
+class Judging:
+    """One verdict in the making: what each step of `Judge.verdict` found."""
+
+    la: "Launch"
+    mask: int = 0
+    version_text: Optional[str] = None
+    algos: Optional[set] = None
+    spec_off: bool = False
+    analysis: Optional[workers.WorkerAnalysis] = None
+    worker: dict[str, Any] = field(default_factory=lambda: {"class": None, "module": None, "basis": None, "candidates": []})
+    marker: dict[str, Any] = field(default_factory=lambda: {"found": False, "line": None, "text": None, "fields": {}, "ranks": []})
+    probe: Optional[dict[str, Any]] = None
+    crash: Optional[dict[str, Any]] = None
+    crashed: bool = False
+    verdict: str = "inconclusive"
+    findings: list[Finding] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+
+    def add(self, code: str, message: str, *, line: Optional[Line] = None, text: bool = True, clip: bool = True,
+            fix: Optional[str] = None) -> None:
+        """A finding; `line` is its evidence (its number and, unless text=False, its text)."""
+        no = (line.no or None) if line is not None else None
+        shown = None
+        if line is not None and text:
+            shown = _clip(line.text) if clip else line.text
+        self.findings.append(Finding(code, message, line=no, text=shown, fix=fix))
 
 
 def _loc(line: Optional[Line]) -> dict[str, Any] | None:
@@ -180,6 +211,8 @@ class Judge:
         if starts and la.past_resolution:  # argument resolution again after runtime lines or a crash
             la = self._new_launch(line)
         la.last_line = line
+        if claims.observe(self, la, obs):  # issue-12 hook: evidence the claims read (and their own lines)
+            return
         handler = getattr(self, f"_on_{obs.kind.replace('-', '_')}")
         handler(la, obs)
 
@@ -199,6 +232,17 @@ class Judge:
             la.header = json.loads(obs.data["json"])
         except (ValueError, TypeError):
             la.header = {}
+        argv = la.header.get("argv") if isinstance(la.header, dict) else None
+        if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
+            return
+        # the command dynspec started: what was asked for (a later server_args dump says what
+        # sglang made of it, and wins)
+        asked = flag_values(argv)
+        algo = asked.get("--speculative-algorithm")
+        if isinstance(algo, str) and la.algorithm is None:
+            la.algorithm, la.algorithm_line = self.k.canonical_algorithm(algo), obs.line
+        if la.multi_layer is None:
+            la.multi_layer = bool(asked.get("--enable-multi-layer-eagle"))
 
     def _on_warning(self, la: Launch, obs: Observation) -> None:
         w = obs.warning
@@ -229,13 +273,8 @@ class Judge:
         la.markers.append(obs)
 
     def _on_probe(self, la: Launch, obs: Observation) -> None:
-        import json
-
-        try:
-            ev = json.loads(obs.data["json"])
-        except (ValueError, TypeError):
-            return
-        if not isinstance(ev, dict):
+        ev = obs.data.get("event")
+        if ev is None:  # not an event of the probe's schema
             return
         pr = la.probe
         pr.seen = True
@@ -292,8 +331,8 @@ class Judge:
                 args = d.get("args", "")
                 if self.feature.flag and self.feature.flag.name in args.split():
                     la.flag_rejected = line
-            decisive = row.id in _DECISIVE_CRASH
-            if la.crash is not None and row.id in ("scheduler-exception", "child-failed", "killed"):
+            decisive = row.id in _DECISIVE_CRASH or row.decisive
+            if la.crash is not None and (row.id in ("scheduler-exception", "child-failed", "killed") or row.decisive):
                 la.crash.decisive = la.crash.decisive or decisive  # keep the root cause already seen
             else:
                 la.crash = Crash(row.crash, line.msg, line, decisive=decisive)
@@ -360,58 +399,92 @@ class Judge:
 
     # --- judging ---------------------------------------------------------------------------
     def verdict(self, *, at_eof: bool = True, quiet_for: float = 0.0) -> Verdict:
+        """The newest launch's verdict now: each step below adds its findings and claims to one
+        `Judging`; the registry's policy (configs/findings.toml, context `log`) then decides."""
         la = self.launches[-1] if self.launches else None
-        findings: list[Finding] = []
-        missing: list[str] = []
         if la is None:
             return self._empty()
-        k = self.k
-        # The release.
+        j = Judging(la)
+        for step in (self.step_release, self.step_speculation, self.step_flag, self.step_worker,
+                     self.step_settings, self.step_marker, self.step_probe, self.step_threshold,
+                     self.step_ready, lambda j: self.step_crash(j, at_eof=at_eof, quiet_for=quiet_for),
+                     self.step_decide):
+            step(j)
+        j.findings.sort(key=lambda f: ({"error": 0, "warning": 1, "info": 2}[f.severity], f.code))
+        return Verdict(
+            verdict=j.verdict, feature=self.feature.name, sglang_version=j.version_text,
+            speculative_algorithm=la.algorithm, overlap_schedule=la.overlap, worker=j.worker,
+            server_ready=la.ready is not None, crashed=j.crashed, crash=j.crash, marker=j.marker,
+            findings=j.findings, missing=j.missing, probe=j.probe,
+            launch={"index": la.index, "of": len(self.launches), "first_line": la.first.no or None,
+                    "first_offset": la.first.offset, "phase": "ready" if la.ready else la.phase,
+                    "shards": la.shards, "decode_lines": la.decode_lines,
+                    "last_decode": la.last_decode or None},
+            claims=claims.build(self.k, la, j.mask, crashed=j.crashed, worker=j.worker, algorithm=la.algorithm),  # issue-12 hook
+            requested=claims.requested_vs_effective(la),  # issue-12 hook
+        )
+
+    # --- the steps of a verdict (each reads the launch, adds to `j`) ----------------------
+    def step_release(self, j: "Judging") -> None:
+        """Which sglang releases the evidence allows: the log's lines, --sglang-version, the probe."""
+        k, la = self.k, j.la
         mask = la.mask
         if self.pinned is not None:
             if self.pinned_mask == 0:
-                findings.append(Finding("DS307", f"sglang {self.pinned} is not in dynspec's tables ({k.releases[0]} – {k.releases[-1]}); version-specific conclusions are withheld."))
+                j.add("DS307", f"sglang {self.pinned} is not in dynspec's tables ({k.releases[0]} – {k.releases[-1]}); version-specific conclusions are withheld.")
                 mask = 0
             else:
                 if la.mask & self.pinned_mask == 0:
-                    findings.append(Finding("DS308", f"--sglang-version {self.pinned} contradicts the log, whose lines come from {k.span(la.mask)}.", line=la.version_notes[-1][0].no if la.version_notes else None))
+                    j.add("DS308", f"--sglang-version {self.pinned} contradicts the log, whose lines come from {k.span(la.mask)}.", line=la.version_notes[-1][0] if la.version_notes else None, text=False)
                 mask = self.pinned_mask
         if self.pinned is None and la.probe.version and k.mask_of(la.probe.version):
             mask = k.mask_of(la.probe.version)  # the server's own process said which sglang it imported
         if la.conflict is not None:
-            findings.append(Finding("DS308", f"this line does not fit the releases the earlier lines point to ({k.span(la.mask)}).", line=la.conflict.no or None, text=la.conflict.text))
+            j.add("DS308", f"this line does not fit the releases the earlier lines point to ({k.span(la.mask)}).", line=la.conflict, clip=False)
+        j.mask = mask
         version = k.single(mask) if mask else None
-        version_text = version or (k.span(mask) if mask and mask != k.all else None)
-        # Speculation on at all?
-        algorithm = la.algorithm
-        algos = {algorithm} if algorithm else la.algorithms
-        spec_off = la.spec_off_line is not None or (la.decode_lines >= 2 and la.decode_with_accept == 0 and not algos)
+        j.version_text = version or (k.span(mask) if mask and mask != k.all else None)
+
+    def step_speculation(self, j: "Judging") -> None:
+        """Is speculative decoding on at all?"""
+        la = j.la
+        j.algos = {la.algorithm} if la.algorithm else la.algorithms
+        j.algos = j.algos or claims.requested_algorithms(self.k, la)  # issue-12 hook: the log's launch command
+        j.mask, j.version_text = claims.narrow_by_loop(self.k, la, j.mask, j.algos, j.version_text)  # issue-12 hook
+        j.spec_off = la.spec_off_line is not None or (la.decode_lines >= 2 and la.decode_with_accept == 0 and not j.algos)
         if la.spec_off_line is not None:
-            findings.append(Finding("DS102", "server_args shows speculative_algorithm=None: speculative decoding is off, so no speculative worker runs.", line=la.spec_off_line.no or None, text=_clip(la.spec_off_line.text)))
-        elif spec_off:
-            findings.append(Finding("DS102", f"{la.decode_lines} 'Decode batch' lines carry no 'accept len': speculative decoding is off.", line=la.last_line.no or None))
+            j.add("DS102", "server_args shows speculative_algorithm=None: speculative decoding is off, so no speculative worker runs.", line=la.spec_off_line)
+        elif j.spec_off:
+            j.add("DS102", f"{la.decode_lines} 'Decode batch' lines carry no 'accept len': speculative decoding is off.", line=la.last_line, text=False)
         elif la.decode_lines >= 2 and la.decode_with_accept == 0:
-            findings.append(Finding("DS309", f"{la.decode_lines} 'Decode batch' lines carry no 'accept len'."))
-        # The feature's flag.
+            j.add("DS309", f"{la.decode_lines} 'Decode batch' lines carry no 'accept len'.")
+
+    def step_flag(self, j: "Judging") -> None:
+        """Did sglang accept the feature's flag?"""
+        la = j.la
         if la.flag_rejected is not None:
-            findings.append(Finding("DS101", f"sglang rejected {self.feature.flag.name}: this sglang does not have the patch to server_args.", line=la.flag_rejected.no or None, text=la.flag_rejected.text))
-        # Which worker.
+            j.add("DS101", f"sglang rejected {self.feature.flag.name}: this sglang does not have the patch to server_args.", line=la.flag_rejected, clip=False)
+
+    def step_worker(self, j: "Judging") -> None:
+        """Which worker class runs, and is a patched class (or a subclass of one) among it?"""
+        k, la, mask = self.k, j.la, j.mask
+        worker = j.worker
         analysis = None
-        worker = {"class": None, "module": None, "basis": None, "candidates": []}
         patched_absent = []
-        if mask and not spec_off:
+        if mask and not j.spec_off:
             for p in self.patched:
                 if k.class_mask(p) and not (k.class_mask(p) & mask):
                     patched_absent.append(p)
-            if la.overlap is not None or algos:
+            if la.overlap is not None or j.algos:
                 seen = {o.id for o in la.warnings}
-                analysis = workers.analyze(k, mask, algos, la.overlap, la.multi_layer, self.patched,
+                analysis = workers.analyze(k, mask, j.algos, la.overlap, la.multi_layer, self.patched,
                                            fits=lambda v, a: all(k.warning_fits(v, a, w) for w in seen))
                 worker["candidates"] = sorted({c.cls for c in analysis.candidates})
                 if analysis.display:
                     worker["class"] = analysis.display.cls
                     worker["module"] = f"sglang.srt.speculative.{analysis.display.module}"
                     worker["basis"] = self._basis(la, mask, analysis)
+        j.analysis = analysis
         if la.frames and not worker["class"]:
             mods = sorted(la.frames)
             classes = [c.name for c in k.classes if c.module in mods and not c.name.endswith("DraftWorker")]
@@ -420,89 +493,112 @@ class Judge:
                 worker.update({"class": classes[0] if len(classes) == 1 else None, "module": f"sglang.srt.speculative.{mods[0]}",
                                "basis": f"traceback frame in {mods[0]}.py at line {first.no or '?'}",
                                "candidates": classes})
+        analysis = j.analysis = claims.worker_from_frames(k, la, 0 if j.spec_off else mask, worker, analysis, self.patched)  # issue-12 hook
         for p in patched_absent:
             mod = k.module_of_class(p)
-            findings.append(Finding("DS202", f"{p} ({mod}.py) does not exist in sglang {version_text or k.span(mask)}; the patch cannot run.", line=la.first.no or None))
+            j.add("DS202", f"{p} ({mod}.py) does not exist in sglang {j.version_text or k.span(mask)}; the patch cannot run.", line=la.first, text=False)
         if analysis is not None and analysis.patched_on_path is False and not la.markers:
-            steps, exceptions = workers.how_to_run(k, mask, algos, self.patched)
+            steps, exceptions = workers.how_to_run(k, mask, j.algos, self.patched)
             running = worker["class"] or " / ".join(worker["candidates"])
             fix_parts = []
             if steps:
-                fix_parts.append("To run " + "/".join(self.patched) + f" on {version_text or k.span(mask)}: " + "; ".join(steps) + ".")
+                fix_parts.append("To run " + "/".join(self.patched) + f" on {j.version_text or k.span(mask)}: " + "; ".join(steps) + ".")
             if exceptions:
                 fix_parts.append("No setting runs it for " + ", ".join(exceptions) + ".")
             if worker["class"]:
                 fix_parts.append(f"Or port the patch to {worker['class']} ({worker['module'].rsplit('.', 1)[-1]}.py).")
             ev = la.overlap_line or la.algorithm_line or la.first
-            findings.append(Finding(
-                "DS201",
-                f"this launch runs {running}{' (or a subclass)' if worker['class'] and len(worker['candidates']) > 1 else ''}, "
-                f"not {' / '.join(self.patched)}: the patch is dead code.",
-                line=ev.no or None, text=_clip(ev.text), fix=" ".join(fix_parts) or None))
+            j.add("DS201",
+                  f"this launch runs {running}{' (or a subclass)' if worker['class'] and len(worker['candidates']) > 1 else ''}, "
+                  f"not {' / '.join(self.patched)}: the patch is dead code.",
+                  line=ev, fix=" ".join(fix_parts) or None)
         elif analysis is not None and analysis.patched_on_path is None and not la.markers:
-            findings.append(Finding("DS203", f"candidates so far: {', '.join(worker['candidates']) or 'none'}."))
-        # Settings that silently change the outcome.
-        self._setting_findings(la, mask, findings)
-        # The marker.
-        marker = {"found": False, "line": None, "text": None, "fields": {}, "ranks": []}
+            j.add("DS203", f"candidates so far: {', '.join(worker['candidates']) or 'none'}.")
+
+    def step_settings(self, j: "Judging") -> None:
+        """Settings that silently change the outcome."""
+        la = j.la
+        if "SGLANG_ENABLE_SPEC_V2" in la.env_set:
+            line = la.env_set["SGLANG_ENABLE_SPEC_V2"]
+            if "spec-v2-env-removed" in {o.id for o in la.warnings}:
+                j.add("DS104", "sglang logged that SGLANG_ENABLE_SPEC_V2 has been removed; it changes nothing here.", line=line)
+        for o in la.warnings:
+            if o.id == "spec-v1-used" and "topk" in (o.data.get("reason") or ""):
+                j.add("DS106", "sglang fell back to the V1 worker because speculative_eagle_topk > 1.", line=o.line)
+            if o.id == "spec-v2-topk-error":
+                j.add("DS107", "argument resolution raised: spec v2 supports only topk = 1 on this release.", line=o.line)
+
+    def step_marker(self, j: "Judging") -> None:
+        """The feature's marker: in this launch, on every rank, or only in an earlier launch."""
+        la, marker = j.la, j.marker
         if la.markers:
             m0 = la.markers[0]
             marker.update(found=True, line=m0.line.no or None, text=m0.line.text, fields=m0.data,
                           ranks=sorted({o.line.rank_label for o in la.markers if o.line.rank_label}))
-            findings.append(Finding("DS302", f"marker logged by this launch ({len(la.markers)} time(s)).", line=m0.line.no or None, text=m0.line.text))
+            j.add("DS302", f"marker logged by this launch ({len(la.markers)} time(s)).", line=m0.line, clip=False)
             if la.tp_size and la.tp_size > 1 and marker["ranks"] and len(marker["ranks"]) < la.tp_size and la.ready:
-                findings.append(Finding("DS306", f"marker seen on {len(marker['ranks'])} of {la.tp_size} TP ranks ({', '.join(marker['ranks'])})."))
+                j.add("DS306", f"marker seen on {len(marker['ranks'])} of {la.tp_size} TP ranks ({', '.join(marker['ranks'])}).")
         elif self.earlier_markers:
             o = self.earlier_markers[-1]
-            findings.append(Finding("DS305", f"the marker was logged by an earlier launch (line {o.line.no}), not by launch {la.index}.", line=o.line.no or None, text=o.line.text))
-        # The in-server probe: the strongest evidence there is.
-        probe = self._probe_findings(la, findings, worker)
-        # Threshold reachability.
-        self._threshold(la, marker, findings)
-        # Readiness without the marker.
-        if la.ready and not la.markers and not spec_off and la.flag_rejected is None:
-            findings.append(Finding("DS301", "the server is ready and the marker was never logged.", line=la.ready.no or None, text=la.ready.text))
-        # The crash.
-        crash = None
-        crashed = False
+            j.add("DS305", f"the marker was logged by an earlier launch (line {o.line.no}), not by launch {la.index}.", line=o.line, clip=False)
+
+    def step_probe(self, j: "Judging") -> None:
+        """The in-server probe: the strongest evidence there is."""
+        j.probe = self._probe_findings(j.la, j.findings, j.worker)
+
+    def step_threshold(self, j: "Judging") -> None:
+        self._threshold(j.la, j.marker, j.findings)
+
+    def step_ready(self, j: "Judging") -> None:
+        """A ready server that never logged the marker ran other code."""
+        la = j.la
+        if la.ready and not la.markers and not j.spec_off and la.flag_rejected is None:
+            j.add("DS301", "the server is ready and the marker was never logged.", line=la.ready, clip=False)
+
+    def step_crash(self, j: "Judging", *, at_eof: bool, quiet_for: float) -> None:
+        """A crash counts once it is final: a decisive line, the end of the file, or a quiet log."""
+        la = j.la
+        claims.close_open_traceback(la, at_eof=at_eof, quiet_for=quiet_for)  # issue-12 hook
         if la.crash and not la.progress_after_crash:
-            crash_final = la.crash.decisive or at_eof or quiet_for >= 1.0
-            crash = {"exception": la.crash.exception, "message": la.crash.message[:500],
-                     "line": la.crash.line.no or None, "text": la.crash.line.text[:500]}
-            if crash_final:
-                crashed = True
-                findings.append(Finding("DS303", f"{la.crash.exception}: {la.crash.message[:300]}".rstrip(": "), line=la.crash.line.no or None, text=_clip(la.crash.line.text)))
-        # The verdict: dead outranks crashed; `live` needs the marker.
-        dead = any(f.severity == "error" and f.code in ("DS101", "DS102", "DS103", "DS201", "DS202", "DS301", "DS310", "DS311", "DS312")
-                   for f in findings)
-        if dead:
-            v = "dead"
-        elif crashed:
-            v = "crashed"
-        elif la.markers and (probe is None or probe["proven"]):
-            v = "live"
+            c = la.crash
+            j.crash = {"exception": c.exception, "message": c.message[:500], "line": c.line.no or None,
+                       "text": c.line.text[:500]}
+            if c.decisive or at_eof or quiet_for >= 1.0:
+                j.crashed = True
+                j.add("DS303", f"{c.exception}: {c.message[:300]}".rstrip(": "), line=c.line)
+
+    def step_decide(self, j: "Judging") -> None:
+        """Dead outranks crashed (the registry says which findings force which); `live` needs
+        the marker (and, with the probe on, its proof from every scheduler rank)."""
+        la, k, mask = j.la, self.k, j.mask
+        forced = forced_verdict(j.findings, "log")
+        if forced is not None:
+            j.verdict = forced
+        elif la.markers and (j.probe is None or j.probe["proven"]):
+            j.verdict = "live"
         else:
-            v = "inconclusive"
+            j.verdict = "inconclusive"
+            missing = j.missing
             if mask == 0 or mask == k.all:
                 missing.append("the sglang release (no version-specific line yet; pass --sglang-version)")
-            if analysis is None or analysis.display is None:
+            if j.analysis is None or j.analysis.display is None:
                 missing.append("which worker class runs (the launcher's speculative warnings or the server_args= line)")
-            if la.markers and probe is not None and not probe["proven"]:
+            if la.markers and j.probe is not None and not j.probe["proven"]:
                 missing.append("the probe's proof that the patched code ran on every scheduler rank")
             else:
                 missing.append(f"the marker ({self.feature.marker.literal!r}) or a ready server")
-            findings.append(Finding("DS304", "missing: " + "; ".join(missing) + "."))
-        findings.sort(key=lambda f: ({"error": 0, "warning": 1, "info": 2}[f.severity], f.code))
-        return Verdict(
-            verdict=v, feature=self.feature.name, sglang_version=version_text,
-            speculative_algorithm=algorithm, overlap_schedule=la.overlap, worker=worker,
-            server_ready=la.ready is not None, crashed=crashed, crash=crash, marker=marker,
-            findings=findings, missing=missing, probe=probe,
-            launch={"index": la.index, "of": len(self.launches), "first_line": la.first.no or None,
-                    "first_offset": la.first.offset, "phase": "ready" if la.ready else la.phase,
-                    "shards": la.shards, "decode_lines": la.decode_lines,
-                    "last_decode": la.last_decode or None},
-        )
+            j.add("DS304", "missing: " + "; ".join(missing) + ".")
+
+    def exited(self, v: Verdict) -> Verdict:
+        """The server process is gone before it was ready: a crash, whatever the log says."""
+        la = self.launches[-1] if self.launches else None
+        line = la.last_line if la else None
+        no, text = ((line.no or None), line.text) if line else (None, None)
+        v.crashed = True
+        v.verdict = "crashed" if v.verdict != "dead" else "dead"
+        v.crash = {"exception": "ProcessExited", "message": "the server process exited", "line": no, "text": text}
+        v.findings.append(Finding("DS303", "the server process exited before it was ready.", line=no, text=text))
+        return v
 
     def decided(self, v: Verdict, *, quiet_for: float = 0.0) -> bool:
         """True when more log lines cannot change the verdict of this launch."""
@@ -541,7 +637,9 @@ class Judge:
         scheds = [r for r in ranks if r["role"] == "scheduler" or r["worker"]]
         without = [r for r in scheds if not r["hits"]]
         proven = bool(pr.instrumented and scheds and not without) or (not pr.instrumented and bool(la.markers))
-        if not pr.instrumented:
+        if not pr.instrumented and (pr.errors or la.ready is not None or la.markers) and forced_verdict(findings, "log") != "dead":
+            # Not news on a dead path (nothing patched is loaded) or before the worker was built
+            # (a launch that crashed in weight loading never imported the patched module).
             findings.append(Finding("DS313", f"no patched target was instrumented ({pr.errors} probe error line(s)); the marker decides."))
         elif without and la.ready is not None:
             findings.append(Finding("DS312", "no execution of the patched code on " + ", ".join(
@@ -593,14 +691,15 @@ class Judge:
                 "DS103",
                 f"threshold={value} but max_running_requests={la.max_running} ({how}): the running batch can never exceed the threshold, so the disable branch never runs.",
                 line=where.no if where is not None and where.no else None, text=_clip(where.text) if where is not None else None,
-                fix=f"Pass `--max-running-requests {max(value * 2, value + 1)}` (anything above {value}) or lower the threshold below {la.max_running}."))
+                params={"suggest": max(value * 2, value + 1), "threshold": value, "max_running": la.max_running}))
 
     def _empty(self) -> Verdict:
         missing = ["any log line"]
         return Verdict("inconclusive", self.feature.name, self.pinned, None, None,
                        {"class": None, "module": None, "basis": None, "candidates": []}, False, False, None,
                        {"found": False, "line": None, "text": None, "fields": {}, "ranks": []},
-                       [Finding("DS304", "the log is empty.")], {"index": 0, "of": 0}, missing)
+                       [Finding("DS304", "the log is empty.")], {"index": 0, "of": 0}, missing,
+                       claims=claims.empty())  # issue-12 hook
 
 
 def _clip(text: str, n: int = 300) -> str:

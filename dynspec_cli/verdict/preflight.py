@@ -1,42 +1,25 @@
 """Preflight: before launch, from the installed sglang, the env and the flags, which worker
 class will run and whether the patched code is on its path.
 
-Facts come from the inspector (dynspec_cli/inject/inspector.py, run by the server's own python
+Facts come from the inspector (dynspec_cli/inject/inspector/, run by the server's own python
 on the target host); conclusions come from the knowledge tables (static route) and, when the
 inspector could import sglang, from sglang's own argument resolution (dynamic route)."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any, Optional
 
+from dynspec_cli import inject
+from dynspec_cli.evidence.argv import flag_values
 from dynspec_cli.knowledge.features import Feature
-from dynspec_cli.knowledge.findings import Finding
+from dynspec_cli.knowledge.findings import Finding, forced_verdict
 from dynspec_cli.knowledge.sglang import V2_SWITCH_ENV, Knowledge, knowledge
-from dynspec_cli.verdict import workers
-
-INSPECTOR = Path(__file__).resolve().parent.parent / "inject" / "inspector.py"
-EXIT = {"reachable": 0, "dead": 1, "unknown": 3}
-_DEAD = {"DS101", "DS103", "DS107", "DS109", "DS201", "DS202", "DS204", "DS205", "DS208", "DS210"}
+from dynspec_cli.verdict import flagvalues, workers
+from dynspec_cli.verdict.codes import EXIT
 
 
-def flag_values(flags: list[str]) -> dict[str, Any]:
-    """--name value / --name=value / bare --name (True) from an sglang argv tail."""
-    out: dict[str, Any] = {}
-    i = 0
-    while i < len(flags):
-        a = flags[i]
-        if a.startswith("--"):
-            name, eq, val = a.partition("=")
-            if eq:
-                out[name] = val
-            elif i + 1 < len(flags) and not flags[i + 1].startswith("--"):
-                out[name] = flags[i + 1]
-                i += 1
-            else:
-                out[name] = True
-        i += 1
-    return out
+class InterpreterError(Exception):
+    """The `python` preflight was given cannot be run on the host (bad input: one line, exit 2)."""
 
 
 def inspect(host, python: str, feature: Feature, flags: list[str], env: dict[str, str], *,
@@ -48,10 +31,15 @@ def inspect(host, python: str, feature: Feature, flags: list[str], env: dict[str
         args["patch_diff"] = patch_diff
     if sglang_path:
         args["sglang_path"] = sglang_path
-    # the inspector runs with the server's own environment (PYTHONPATH, venv variables, ...)
+    # the inspector runs with the server's own environment (PYTHONPATH, venv variables, ...); that
+    # env, the program and its input all go on stdin: values like HF_TOKEN stay off command lines
     proc_env = {k: v for k, v in env.items() if v is not None}
-    res = host.run_python(python, INSPECTOR.read_text(encoding="utf-8"), [json.dumps(args)], env=proc_env or None,
-                          timeout=timeout)
+    payload = inject.stdin(inject.program("inspector"), json.dumps(args).encode("utf-8"), proc_env)
+    res = host.run(inject.command(python), input=payload, timeout=timeout)
+    if not res.stdout and res.exit_code in (126, 127):  # env(1): not found / not executable
+        err = res.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise InterpreterError(f"{python} on {host.name}: " + ("no such interpreter" if res.exit_code == 127 else
+                               "not an executable interpreter") + (f" ({err[-1]})" if err else ""))
     try:
         return json.loads(res.stdout)
     except ValueError:
@@ -73,7 +61,8 @@ def judge(facts: dict[str, Any], feature: Feature, flags: list[str], env: dict[s
         return _result("unknown" if not sg else "dead", facts, version, worker, patched_out, overlap, findings)
     if not sg.get("found"):
         findings.append(Finding("DS210", f"{(facts.get('python') or {}).get('executable', 'this python')} cannot import sglang."))
-        return _result("dead", facts, version, worker, patched_out, overlap, findings)
+        return _result(forced_verdict(findings, "preflight") or "unknown", facts, version, worker, patched_out, overlap,
+                       findings)
     # Where the patch is.
     for h in (facts.get("marker") or {}).get("hits", []):
         patched_out.append({"file": h.get("file"), "class": h.get("class"), "function": h.get("function"),
@@ -100,11 +89,14 @@ def judge(facts: dict[str, Any], feature: Feature, flags: list[str], env: dict[s
     for uf in fl.get("user_flags") or []:
         if not uf.get("accepted", True) and uf.get("flag") != (feature.flag.name if feature.flag else None):
             findings.append(Finding("DS109", f"{uf.get('flag')} is not a flag of sglang {version}."))
+    for message in flagvalues.invalid(flags, fl.get("user_flags") or [], version):
+        findings.append(Finding("DS110", message))
     # Which worker, by the tables (static route).
     fv = flag_values(flags)
     classes = list(patched or [])
     if not classes:
         classes = [p["class"] for p in patched_out if p.get("class")] or [p.cls for p in feature.patch]
+    classes = list(dict.fromkeys(classes))
     algo = k.canonical_algorithm(fv.get("--speculative-algorithm")) if isinstance(fv.get("--speculative-algorithm"), str) else None
     if version and not k.known(version):
         findings.append(Finding("DS307", f"sglang {version} is not in dynspec's tables ({k.releases[0]} – {k.releases[-1]})."))
@@ -120,7 +112,7 @@ def judge(facts: dict[str, Any], feature: Feature, flags: list[str], env: dict[s
         overlap = out.overlap
         rng = k.overlap_range(version)
         if out.error:
-            findings.append(Finding("DS107" if "topk" in out.error else "DS303",
+            findings.append(Finding("DS107" if "topk" in out.error else "DS111",
                                     f"sglang {version} will raise at start-up: {out.error}"))
         if rng is not None and V2_SWITCH_ENV in env and rng.switch.kind in ("removed", "ignored"):
             findings.append(Finding("DS104", f"{V2_SWITCH_ENV}={env[V2_SWITCH_ENV]} does nothing on sglang {version}."))
@@ -158,7 +150,7 @@ def judge(facts: dict[str, Any], feature: Feature, flags: list[str], env: dict[s
             mr = reset.value
         if th is not None and mr is not None and th >= mr:
             findings.append(Finding("DS103", f"threshold={th} but max_running_requests will be {mr}: the batch can never exceed it.",
-                                    fix=f"Pass `--max-running-requests {th * 2}` (anything above {th}) or lower the threshold."))
+                                    params=threshold_fix(th, mr)))
     # The dynamic route, when it ran.
     dyn = facts.get("dynamic")
     if isinstance(dyn, dict) and dyn.get("ok") and dyn.get("worker"):
@@ -168,13 +160,18 @@ def judge(facts: dict[str, Any], feature: Feature, flags: list[str], env: dict[s
             findings.append(Finding("DS209", f"static route: {worker['class']}; sglang's own resolution: {dcls}."))
         if not worker["class"] and dcls:
             worker.update({"class": dcls, "basis": "dynamic: sglang's own argument resolution and create_worker"})
-    if any(f.code in _DEAD for f in findings):
+    if forced_verdict(findings, "preflight") == "dead":
         v = "dead"
     elif worker["class"] and patched_out or worker["class"] and classes and any(c in (worker.get("mro") or []) for c in classes):
         v = "reachable"
     else:
         v = "unknown"
     return _result(v, facts, version, worker, patched_out, overlap, findings)
+
+
+def threshold_fix(threshold: int, max_running: int) -> dict[str, int]:
+    """The numbers of DS103's fix: a max_running_requests the threshold can be exceeded under."""
+    return {"suggest": max(threshold * 2, threshold + 1), "threshold": threshold, "max_running": max_running}
 
 
 def _int(v) -> Optional[int]:
@@ -186,13 +183,14 @@ def _int(v) -> Optional[int]:
 
 def _result(verdict, facts, version, worker, patched, overlap, findings) -> dict[str, Any]:
     sg = facts.get("sglang") or {}
+    # one finding per code and message: a flag passed twice, a class named by two marker hits
+    findings = list({(f.code, f.message): f for f in findings}.values())
     findings.sort(key=lambda f: ({"error": 0, "warning": 1, "info": 2}[f.severity], f.code))
     return {
         "verdict": verdict, "exit_code": EXIT[verdict], "sglang_version": version,
         "sglang_path": sg.get("package_dir"), "editable": sg.get("editable"), "worker": worker,
         "patched": patched, "overlap_schedule": overlap,
-        "findings": [{"code": f.code, "name": f.name, "severity": f.severity, "message": f.message,
-                      "line": f.line, "text": f.text, "fix": f.fix} for f in findings],
+        "findings": [f.to_json() for f in findings],
         "timings": facts.get("timings"),
     }
 

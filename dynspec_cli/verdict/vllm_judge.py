@@ -10,11 +10,10 @@ from typing import Any, Optional
 from dynspec_cli.evidence.lines import Line
 from dynspec_cli.evidence.rules import Observation
 from dynspec_cli.knowledge.features import Feature
-from dynspec_cli.knowledge.findings import Finding
+from dynspec_cli.knowledge.findings import Finding, doc
 from dynspec_cli.knowledge.vllm import VllmKnowledge
 from dynspec_cli.verdict.judge import Verdict, _clip
 
-_DEAD = {"DS601", "DS602", "DS603", "DS301"}
 _V1_PATH = ("/vllm/v1/spec_decode/", "/vllm/v1/worker/gpu_model_runner.py")
 _V2_PATH = ("/vllm/v1/worker/gpu/",)
 
@@ -47,6 +46,10 @@ class VllmLaunch:
     past_config: bool = False
     phase: str = "args"
     last_line: Optional[Line] = None
+
+    @property
+    def decode_lines(self) -> int:  # the pipeline's big-file reader asks how far serving got
+        return self.metrics
 
 
 class VllmVerdict(Verdict):
@@ -264,7 +267,8 @@ class VllmJudge:
             if at_eof or quiet_for >= 1.0 or exc in ("EngineCoreDied",):
                 crashed = True
                 findings.append(Finding("DS303", f"{exc}: {message[:300]}".rstrip(": "), line=_no(line), text=_clip(line.text)))
-        dead = any(f.code in _DEAD and f.severity == "error" for f in findings)
+        # the verdict policy is configs/findings.toml's (`verdict.log`), as for sglang
+        dead = any(doc(f.code).verdict.get("log") == "dead" for f in findings)
         if dead:
             v = "dead"
         elif crashed:
@@ -295,6 +299,12 @@ class VllmJudge:
 
     def decided(self, v: Verdict, *, quiet_for: float = 0.0) -> bool:
         return v.verdict in ("dead", "crashed", "live")
+
+    def exited(self, v: Verdict) -> Verdict:
+        """The server process is gone before it became ready: the launch crashed."""
+        v.verdict, v.crashed = "crashed", True
+        v.findings.append(Finding("DS303", "the server process exited before it became ready."))
+        return v
 
 
 def _no(line: Optional[Line]) -> Optional[int]:

@@ -12,12 +12,11 @@ from pathlib import Path
 from typing import Any, Optional
 
 from dynspec_cli.knowledge.features import Feature
-from dynspec_cli.knowledge.findings import Finding
+from dynspec_cli.knowledge.findings import Finding, doc
 from dynspec_cli.knowledge.vllm import V2_ENV, VllmKnowledge, knowledge
 
 INSPECTOR = Path(__file__).resolve().parent.parent / "inject" / "vllm_inspector.py"
 EXIT = {"reachable": 0, "dead": 1, "unknown": 3}
-_DEAD = {"DS601", "DS603", "DS608", "DS609"}
 
 
 class SpecConfigError(ValueError):
@@ -162,7 +161,7 @@ def judge(facts: dict[str, Any], feature: Feature, spec: Optional[dict], env: di
             findings.append(Finding("DS603", f"speculative_config.{issue.key} on vllm {version}: {issue.status}. {issue.note}"))
         else:
             findings.append(Finding("DS604", f"speculative_config.{issue.key}: {issue.note}"))
-    if any(f.code in _DEAD and f.severity == "error" for f in findings):
+    if any(doc(f.code).verdict.get("preflight") == "dead" for f in findings):  # configs/findings.toml's policy
         v = "dead"
     elif out["patch_on_path"]:
         v = "reachable"

@@ -62,18 +62,37 @@ def test_identical_nodes_have_no_findings():
 
 def test_patched_file_hash_mismatch_names_node_and_file():
     out = G.compare_nodes([node(0), node(1, hashes={"sglang/srt/speculative/eagle_worker_v2.py": "bb" * 32})])
-    assert [(f["code"], f["rank"], f["file"]) for f in out] == [
+    assert [(f.code, f.rank, f.file) for f in out] == [
         ("DS402", 1, "sglang/srt/speculative/eagle_worker_v2.py")]
-    assert "differs" in out[0]["message"]
+    assert "differs" in out[0].message
 
 
 def test_missing_patch_version_and_flag_mismatches():
     out = G.compare_nodes([node(0), node(1, version="0.5.10", hashes={},
                                           flags=["--tp-size", "4", "--node-rank", "1"])])
-    codes = sorted(f["code"] for f in out)
+    codes = sorted(f.code for f in out)
     assert codes == ["DS401", "DS402", "DS403"]
-    assert any("no patched file" in f["message"] for f in out)
+    assert any("no patched file" in f.message for f in out)
 
 
 def test_flags_may_differ_only_in_node_rank():
     assert G._flags_without_rank(["--a", "1", "--node-rank", "3", "--node-rank=4", "--b"]) == ["--a", "1", "--b"]
+
+
+@pytest.mark.parametrize("other, code", [
+    (node(1, version="0.5.10"), "DS401"),  # another release dispatches, logs and patches differently
+    (node(1, hashes={"sglang/srt/speculative/eagle_worker_v2.py": "cc" * 32}), "DS402"),  # a partial rollout
+    (node(1, flags=["--tp-size", "4", "--node-rank", "1"]), "DS403"),  # nodes must agree on their arguments
+])
+def test_each_node_mismatch_makes_the_group_dead(other, code):
+    from dynspec_cli.knowledge.findings import forced_verdict
+
+    found = G.compare_nodes([node(0), other])
+    assert [f.code for f in found] == [code]
+    assert forced_verdict(found, "group") == "dead"
+
+
+def test_a_dead_node_preflight_makes_the_group_dead():
+    from dynspec_cli.knowledge.findings import Finding, forced_verdict
+
+    assert forced_verdict([Finding("DS404", "preflight on node 1 (h1) is dead", rank=1, host="h1")], "group") == "dead"

@@ -8,8 +8,9 @@ stop / prove`` can be tested where there is no GPU:
 * it accepts sglang's server flags (the real option list of the release family, read from the published
   wheels: 0.5.9's for releases before 0.5.19, 0.5.23's after) and rejects unknown ones with argparse's real
   ``launch_server.py: error: unrecognized arguments: ...`` (exit 2);
-* it decides like the real release, from dynspec's knowledge tables (configs/sglang: overlap.toml through
-  ``resolve_overlap``, dispatch.toml through ``worker``, modules.toml for subclasses, warnings.toml texts):
+* it decides like the real release, from its own frozen snapshot of the release rules
+  (fake_sglang_data.json, "tables"; never from the dynspec under test, so a wrong row in configs/sglang
+  makes the two disagree and a test fail): the overlap rules, the dispatch, subclasses, warning texts:
   which spec-v2 / overlap warning the launcher prints, whether argument resolution raises, which worker
   class the scheduler builds, and so whether the patched class's marker
   ``Dynamic speculation disable enabled: threshold=N`` is logged (on every TP rank);
@@ -36,8 +37,8 @@ OpenAI shape (text, usage, metadata) without them. A patched worker logs the mar
 
 Run it like sglang: ``python3 fake_sglang_server.py --model-path ... [--port ...]`` or, from this directory,
 ``python3 -m fake_sglang_server ...``. It reads fake_sglang_data.json beside it (sglang's option lists and
-ServerArgs fields from the wheels, and a snapshot of dynspec's tables for interpreters that cannot import
-dynspec; make_fake_sglang_data.py regenerates it). HTTP: GET /health, /health_generate (503 until "fired
+ServerArgs fields from the wheels, and the frozen release rules it decides from; make_fake_sglang_data.py
+wrote it). HTTP: GET /health, /health_generate (503 until "fired
 up", and during shutdown), /model_info and /get_model_info, /server_info and /get_server_info (deprecated
 aliases log sglang's warning from 0.5.6), /v1/models, /metrics (404 without --enable-metrics); POST
 /generate and /v1/completions (both also with "stream": true, as server-sent events).
@@ -124,7 +125,8 @@ class StandinError(Exception):
 
 
 # ================================================================================================
-# Knowledge: dynspec's tables (live when dynspec imports, else the JSON snapshot beside this file)
+# Knowledge: the frozen release rules (the JSON snapshot beside this file; `live` only for the tests
+# that compare the snapshot with dynspec's tables)
 # ================================================================================================
 def tables_from_knowledge(k) -> dict:
     """dynspec's sglang tables with each version specifier expanded to the releases it covers."""
@@ -291,16 +293,9 @@ def load_data() -> dict:
 
 
 def load_tables(data: dict) -> Tables:
-    for attempt in (0, 1):
-        try:
-            from dynspec_cli.knowledge.sglang import knowledge  # noqa: WPS433 (optional import)
-            k = knowledge()
-            return Tables(tables_from_knowledge(k), live=k)
-        except ImportError:
-            if attempt == 0:  # a source checkout: this file is <repo>/tests/standin/
-                sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))
-        except Exception:  # dynspec present but unusable here: fall back to the snapshot
-            break
+    """The stand-in decides from its own frozen snapshot (fake_sglang_data.json), never from the
+    tables of the dynspec it is testing: a wrong row in configs/sglang then makes dynspec disagree
+    with the stand-in, and a test fails."""
     return Tables(data["tables"])
 
 

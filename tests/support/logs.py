@@ -1,11 +1,10 @@
 """Building logs for tests from the exact strings in sglang's source (configs/sglang tables)."""
 from __future__ import annotations
 
-from dynspec_cli.evidence.rules import Classifier
-from dynspec_cli.evidence.scan import Feeder
 from dynspec_cli.knowledge.features import load_feature
 from dynspec_cli.knowledge.sglang import knowledge
-from dynspec_cli.verdict.judge import Judge, Verdict
+from dynspec_cli.verdict.judge import Verdict
+from dynspec_cli.verdict.pipeline import judge_bytes
 
 
 def warning_text(wid: str, reason: str = "") -> str:
@@ -31,12 +30,7 @@ READY = ts("The server is fired up and ready to roll!")
 
 def judge_text(text: str | bytes, *, patched=None, version=None, feature=None) -> Verdict:
     data = text.encode() if isinstance(text, str) else text
-    f = load_feature(feature)
-    k = knowledge()
-    feeder = Feeder(Classifier(k, f), Judge(k, f, patched_classes=patched, sglang_version=version))
-    feeder.feed(data)
-    feeder.flush()
-    return feeder.judge.verdict(at_eof=True)
+    return judge_bytes(data, load_feature(feature), patched, version)
 
 
 def codes(v: Verdict) -> list[str]:

@@ -1,9 +1,9 @@
 """The engine plug-in interface (dynspec_cli/engines): each engine gives knowledge, a classifier and
-a judge behind the same calls, and the shared Feeder drives either."""
+a judge behind the same calls, and the one judging pipeline (verdict/pipeline.py) drives either."""
 import pytest
 
 from dynspec_cli import engines
-from dynspec_cli.evidence.scan import Feeder
+from dynspec_cli.verdict.pipeline import Pipeline
 from dynspec_cli.knowledge.features import load_feature
 
 
@@ -18,13 +18,14 @@ def test_each_engine_plugs_into_the_same_feeder(name, feature, log, verdict):
     e = engines.get(name)
     assert e.name == name and e.knowledge() is e.knowledge()  # loaded once
     f = load_feature(feature)
-    feeder = Feeder(e.classifier(f), e.judge(f))
-    feeder.feed(log)
-    feeder.flush()
-    v = feeder.judge.verdict(at_eof=True)
+    assert hasattr(e.classifier(f), "classify") and hasattr(e.judge(f), "feed")
+    p = Pipeline(f, engine=name)
+    p.feed(log)
+    v = p.final()
     assert v.verdict == verdict and v.exit_code == {"dead": 1, "inconclusive": 3}[verdict]
-    assert feeder.judge.decided(v) == (verdict == "dead")
-    assert len(feeder.judge.launches) == 1
+    assert p.decided(v) == (verdict == "dead")
+    assert len(p.judge.launches) == 1
+    assert p.final(exited=True).verdict == ("dead" if verdict == "dead" else "crashed")
 
 
 def test_resolve():

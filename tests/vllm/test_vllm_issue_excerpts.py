@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from dynspec_cli import engines
-from dynspec_cli.cli.verify import verify_file
+from dynspec_cli.verdict.pipeline import judge_file
 from dynspec_cli.knowledge.features import load_feature
 
 HERE = Path(__file__).resolve().parent.parent / "fixtures" / "logs" / "vllm"
@@ -27,7 +27,7 @@ def test_excerpt_facts(meta):
     exp = doc["expected"]
     log = str(meta.with_suffix(".log"))
     assert engines.resolve("auto", log, load_feature(None)) == "vllm"  # recognised without the feature's hint
-    v = verify_file(log, FEATURE, None, None, engine="vllm").to_json()
+    v = judge_file(log, FEATURE, None, None, engine="vllm").to_json()
     assert v["engine"] == "vllm"
     assert v["verdict"] == exp["verdict"], v["findings"]
     assert v["exit_code"] == {"live": 0, "dead": 1, "inconclusive": 3, "crashed": 4}[exp["verdict"]]
@@ -63,7 +63,7 @@ def test_detection_through_wrappers(tmp_path, wrap):
     p = tmp_path / "x.log"
     p.write_text("".join(wrap + line + "\n" for line in src))
     assert engines.resolve("auto", str(p)) == "vllm"
-    v = verify_file(str(p), FEATURE, None, None, engine="vllm").to_json()
+    v = judge_file(str(p), FEATURE, None, None, engine="vllm").to_json()
     assert v["launch"]["decode_lines"] == 2
 
 

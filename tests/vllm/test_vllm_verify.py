@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from dynspec_cli.cli.verify import make_feeder
+from dynspec_cli.verdict.pipeline import Pipeline
 from dynspec_cli.knowledge.features import load_feature
 
 FEATURE = load_feature("vllm-eagle-speculator-example")
@@ -42,10 +42,9 @@ MARKER = "(Worker pid=4300) INFO 12-03 09:00:31 [speculator.py:20] EagleSpeculat
 
 
 def judge(*lines, version=None):
-    f = make_feeder(FEATURE, None, version, "vllm")
-    f.feed(("\n".join(lines) + "\n").encode())
-    f.flush()
-    return f.judge.verdict(at_eof=True).to_json()
+    p = Pipeline(FEATURE, None, version, engine="vllm")
+    p.feed(("\n".join(lines) + "\n").encode())
+    return p.final().to_json()
 
 
 def codes(v):

@@ -15,17 +15,18 @@ from __future__ import annotations
 import json
 import os
 import shlex
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Sequence, Union
+
+from dynspec_cli import inject
+from dynspec_cli.evidence.probe_lines import PREFIX, SCHEMA_VERSION  # noqa: F401 - the protocol's owner
+from dynspec_cli.evidence.probe_lines import parse_line as parse_probe_line  # noqa: F401
 
 if TYPE_CHECKING:
     from dynspec_cli.knowledge.features import Feature
 
-PROBE_DIR = Path(__file__).resolve().parent / "inject" / "probe"
+PROBE_DIR = inject.script("probe")
 PROBE_FILES = ("sitecustomize.py", "_dynspec_probe.py", "_dynspec_probe_events.py", "_dynspec_probe_code.py")
 ENV_VAR = "DYNSPEC_PROBE"
-PREFIX = "DYNSPEC-PROBE "
-SCHEMA_VERSION = 1
 EVENTS = ("start", "entry", "sglang", "server_args", "module", "worker", "hit", "coverage", "error")
 ROLES = ("launcher", "scheduler", "detokenizer", "tokenizer", "dp_controller", "other")
 
@@ -125,23 +126,6 @@ def precompile_command(python: str = "python3", probe_dir: Union[str, os.PathLik
 def probe_files() -> dict[str, bytes]:
     """The probe folder's files, to copy to a remote host (then pass ``probe_dir=`` its location)."""
     return {name: (PROBE_DIR / name).read_bytes() for name in PROBE_FILES}
-
-
-def parse_probe_line(text: str) -> Optional[dict]:
-    """The JSON object of a probe line, or None when ``text`` is not one. Accepts the bare line
-    (with or without its newline) and lines a log collector prefixed (the probe prefix is searched)."""
-    if not isinstance(text, str):
-        return None
-    at = text.find(PREFIX)
-    if at < 0:
-        return None
-    try:
-        doc = json.loads(text[at + len(PREFIX):].strip())
-    except ValueError:
-        return None
-    if not isinstance(doc, dict) or not isinstance(doc.get("v"), int) or not isinstance(doc.get("event"), str):
-        return None
-    return doc
 
 
 def probe_targets(feature: "Feature", preflight_result: Optional[dict], patched: list[str] | None) -> list[dict]:

@@ -1,0 +1,245 @@
+"""How runs are shown: the live line (or table, for a group) while watching, and the end of a
+launch, watch, status or stop. Commands in cli/ call these; rich is imported only when something
+is drawn on a terminal."""
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Optional
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from dynspec_cli.verdict.judge import Verdict
+
+
+def _escape(s: str) -> str:
+    from rich.markup import escape
+
+    return escape(s)
+
+
+class LiveDisplay:
+    """A transient rich Live region while watching (nothing when output is not a terminal)."""
+
+    def __init__(self, out: "Console", enabled: bool) -> None:
+        self.out, self.t0 = out, time.monotonic()
+        self.live = None
+        if enabled:
+            from rich.live import Live
+            from rich.text import Text
+
+            self.live = Live(Text(""), console=out, refresh_per_second=8, transient=True)
+
+    def __enter__(self):
+        if self.live:
+            self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        if self.live:
+            self.live.__exit__(*exc)
+
+
+class Display(LiveDisplay):
+    """One live status line while watching: phase, elapsed time, last evidence, running verdict."""
+
+    def __init__(self, out: "Console", name: str, enabled: bool) -> None:
+        super().__init__(out, enabled)
+        self.name = name
+        self.last: Optional["Verdict"] = None
+
+    def update(self, v: "Verdict") -> None:
+        from rich.text import Text
+
+        from dynspec_cli.report.console import MARK
+
+        self.last = v
+        if not self.live:
+            return
+        la = v.launch or {}
+        phase = la.get("phase") or "args"
+        shards = f" {la['shards']}" if la.get("shards") and phase == "weights" else ""
+        mark, colour = MARK[v.verdict]
+        worker = v.worker.get("class") or "?"
+        self.live.update(Text.from_markup(
+            f"[bold]{self.name}[/] {time.monotonic() - self.t0:6.1f}s  phase [cyan]{phase}{shards}[/]  "
+            f"worker {worker}  marker {'yes' if v.marker['found'] else 'no'}  [{colour}]{mark} {v.verdict}[/]"))
+
+
+class LaunchScreen:
+    """The launch's `Screen`: the preflight report, the "started" lines, then one live status
+    line while watching (on a terminal). With --json everything goes to the final document."""
+
+    def __init__(self, out: "Console", name: str, json_out: bool) -> None:
+        self.out, self.json_out = out, json_out
+        self.display = Display(out, name, enabled=not json_out and out.is_terminal)
+        self._live = False
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self._live:
+            self.display.__exit__(*exc)
+            self._live = False
+
+    def preflight(self, result: dict) -> None:
+        if not self.json_out:
+            from dynspec_cli.report.console import render_preflight
+
+            render_preflight(result, self.out)
+
+    def started(self, host, rec, prof) -> None:
+        if not self.json_out:
+            from dynspec_cli.run.profiles import shown_command
+
+            self.out.print(f"[bold]started[/] {prof.name} on {host.name}: pid {rec.pid}, log {rec.log}")
+            self.out.print(f"  [dim]{shown_command(prof.argv(), prof.env)}[/]")
+        self.display.__enter__()
+        self._live = True
+
+    def update(self, v: "Verdict") -> None:
+        if not self._live:
+            self.display.__enter__()
+            self._live = True
+        self.display.update(v)
+
+
+def render_launched(out: "Console", target, result, json_out: bool) -> int:
+    """The end of a launch or watch on the terminal (or as JSON); returns the exit code."""
+    from dynspec_cli.report.jsonout import emit
+    from dynspec_cli.verdict.codes import EXIT, INTERRUPTED
+
+    rec = result.record
+    if result.kind == "refused":
+        if json_out:
+            emit({"preflight": result.preflight, "verdict": "dead", "exit_code": EXIT["dead"], "started": False})
+        else:
+            out.print("  [bold]not started[/]: preflight says the patched code cannot run with this profile; "
+                      "fix the findings above, or start it anyway with --no-preflight")
+        return EXIT["dead"]
+    if result.kind == "started":
+        if json_out:
+            from dynspec_cli.run.records import to_json
+
+            emit({"run": to_json(rec)})
+        return 0
+    if result.kind == "interrupted":
+        if result.detached:
+            out.print(f"\ndetached: {rec.name} keeps running on {target.name}; re-attach with: "
+                      f"dynspec watch {rec.name} --host {target.name}")
+        elif result.stopped:
+            out.print(f"\ninterrupted: stopped {rec.name} (process group {rec.pgid}); no process remains")
+        else:
+            out.print(f"\ninterrupted: processes of {rec.name} (group {rec.pgid}) survived SIGKILL; "
+                      f"dynspec stop {rec.name} --host {target.name}")
+        return INTERRUPTED
+    o = result.outcome
+    doc = o.verdict.to_json()
+    doc["run"] = {"name": rec.name, "host": target.name, "pid": rec.pid, "log": rec.log, "why": o.why,
+                  "stopped": o.stopped, "kept": o.kept, "health": o.health}
+    if json_out:
+        emit(doc)
+    else:
+        from dynspec_cli.report.console import render_verdict
+
+        render_verdict(doc, out, source=f"{target.name}:{rec.log}")
+        if o.stopped:
+            out.print(f"  server stopped ({o.verdict.verdict}); no process of group {rec.pgid} remains")
+        elif o.kept:
+            out.print(f"  --keep: the server keeps running although it is {o.verdict.verdict} "
+                      f"(dynspec stop {rec.name} --host {target.name})")
+        elif o.why == "ready":
+            out.print(f"  [green]ready[/]: {o.health}; the server keeps running (dynspec stop {rec.name} --host {target.name})")
+        elif o.why == "timeout":
+            out.print(f"  timed out; the server keeps running (dynspec watch {rec.name} / dynspec stop {rec.name})")
+    if o.why == "timeout" and o.verdict.verdict == "live":
+        return EXIT["inconclusive"]
+    return o.verdict.exit_code
+
+
+class GroupDisplay(LiveDisplay):
+    """One live table while watching: a row per node (phase, last evidence, verdict)."""
+
+    def __init__(self, out, group: str, enabled: bool) -> None:
+        super().__init__(out, enabled)
+        self.group = group
+
+    def update(self, states) -> None:
+        if not self.live:
+            return
+        self.live.update(table(states, f"{self.group} {time.monotonic() - self.t0:6.1f}s"))
+
+
+def table(states, title: str):
+    from rich.table import Table
+
+    from dynspec_cli.report.console import MARK
+
+    t = Table(title=title, title_justify="left", show_edge=False)
+    for col in ("node", "host", "phase", "verdict", "last evidence"):
+        t.add_column(col, overflow="fold" if col == "last evidence" else None)
+    for s in states:
+        mark, colour = MARK.get(s.verdict, ("?", "yellow"))
+        phase = s.phase + (" (stalled)" if s.stalled else "")
+        t.add_row(str(s.rank), s.host, phase, f"[{colour}]{mark} {s.verdict}[/]", _escape(s.evidence[:160]))
+    return t
+
+
+def report_group(out, outcome, group: str, json_out: bool) -> None:
+    if json_out:
+        from dynspec_cli.report.jsonout import emit
+
+        emit(outcome.to_json(group))
+        return
+    from dynspec_cli.report.console import MARK
+
+    out.print(table(outcome.states, group))
+    mark, colour = MARK.get(outcome.verdict, ("?", "yellow"))
+    out.print(f"[{colour}]{mark} {outcome.verdict.upper()}[/] group {group}: {_escape(outcome.message)}")
+    if outcome.stopped:
+        out.print(f"  group stopped ({outcome.verdict}); no process remains on any node")
+    elif outcome.verdict == "live":
+        out.print(f"  the group keeps running (dynspec group stop {group} --host {outcome.states[0].host})")
+
+
+def render_status(out: "Console", rows: list[dict], host: str, json_out: bool) -> None:
+    if json_out:
+        from dynspec_cli.report.jsonout import emit
+
+        emit({"runs": rows})
+        return
+    from dynspec_cli.report.console import MARK
+
+    if not rows:
+        out.print(f"no runs on {host}")
+    for r in rows:
+        mark, colour = MARK.get(r["verdict"] or "inconclusive", ("?", "yellow"))
+        out.print(f"[{colour}]{mark}[/] [bold]{r['name']}[/] pid {r['pid']} {'alive' if r['alive'] else 'stopped'} "
+                  f"verdict {r['verdict'] or 'unknown'} port {r['port']} log {r['log']}")
+        for ln in r["last_lines"]:
+            out.print(f"    [dim]{_escape(ln[:200])}[/]")
+
+
+def render_stopped(out: "Console", rec, *, was_alive: bool, gone: bool) -> int:
+    import sys
+
+    if not gone:
+        sys.stderr.write(f"dynspec: error: processes of run {rec.name!r} (group {rec.pgid}) survived SIGKILL\n")
+        return 1
+    out.print(f"{'stopped' if was_alive else 'already stopped'}: {rec.name} (process group {rec.pgid}); no process remains")
+    return 0
+
+
+def render_group_status(out: "Console", group: str, verdict: str, doc: dict, rows: list[dict], json_out: bool) -> None:
+    if json_out:
+        from dynspec_cli.report.jsonout import emit
+
+        emit({"group": group, "verdict": verdict, "dist_init_addr": doc.get("dist_init_addr"), "nodes": rows})
+        return
+    out.print(f"group {group}: {len(rows)} nodes, verdict {verdict}, dist-init-addr {doc.get('dist_init_addr')}")
+    for r in rows:
+        out.print(f"  node {r['rank']} {r['host']}: {r['name']} {'alive' if r['alive'] else 'stopped'} "
+                  f"verdict {r['verdict'] or 'unknown'}")
+        for ln in r.get("last_lines") or []:
+            out.print(f"      [dim]{_escape(ln[:200])}[/]")
