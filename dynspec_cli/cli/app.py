@@ -45,12 +45,15 @@ def verify(
     feature: Optional[str] = typer.Option(None, "--feature", help="Bundled feature name or path to a feature .toml (default: dynamic-spec-disable)."),
     patched_class: Optional[List[str]] = typer.Option(None, "--patched-class", help="Class holding the patch (repeatable); default: the feature's typical location."),
     sglang_version: Optional[str] = typer.Option(None, "--sglang-version", help="The sglang release that wrote the log (default: inferred from the log, reported as a range)."),
+    engine: Optional[str] = typer.Option(None, "--engine", help="sglang | vllm | auto (default: recognised from the log's first lines, else the feature's engine)."),
+    engine_version: Optional[str] = typer.Option(None, "--engine-version", help="The engine release that wrote the log (vLLM: default from its engine config line)."),
 ) -> None:
     """The verdict on whether the patched feature is live, from a server log."""
     from dynspec_cli.cli.verify import run_verify
 
     raise typer.Exit(run_verify(log, json_out=json_out, follow=follow, timeout=timeout, feature=feature,
-                                patched_class=patched_class, sglang_version=sglang_version))
+                                patched_class=patched_class, sglang_version=sglang_version, engine=engine,
+                                engine_version=engine_version))
 
 
 @app.command(epilog=EXIT_CODES)
@@ -100,6 +103,7 @@ def preflight(
     ssh_config: SshConfig = None,
     known_hosts: KnownHosts = None,
     accept_new_host_key: AcceptNewHostKey = False,
+    engine: Optional[str] = typer.Option(None, "--engine", help="sglang | vllm (default: the feature's engine); with vllm the flags after `--` are `vllm serve` flags."),
 ) -> None:
     """Before launch: which worker class will run, and whether the patched code is on its path.
     Seconds, no GPU: reads the installed sglang with the server's own python."""
@@ -108,7 +112,7 @@ def preflight(
     raise typer.Exit(run_preflight(
         profile, ctx.args, host=host, python=python, env=env, feature=feature, patch=patch,
         patched_class=patched_class, dynamic=dynamic, json_out=json_out, ssh_config=ssh_config,
-        known_hosts=known_hosts, accept_new_host_key=accept_new_host_key))
+        known_hosts=known_hosts, accept_new_host_key=accept_new_host_key, engine=engine))
 
 
 @app.command(epilog=EXIT_CODES)

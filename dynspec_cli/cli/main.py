@@ -39,6 +39,8 @@ FAST = {
         "--feature": ("feature", "text"),
         "--patched-class": ("patched_class", "texts"),
         "--sglang-version": ("sglang_version", "text"),
+        "--engine": ("engine", "text"),
+        "--engine-version": ("engine_version", "text"),
     }, ("log",), 1, False, "dynspec_cli.cli.verify:run_verify"),
     "preflight": Fast({
         "--host": ("host", "text"),
@@ -49,6 +51,7 @@ FAST = {
         "--patched-class": ("patched_class", "texts"),
         "--dynamic": ("dynamic", "flag"),
         "--json": ("json_out", "flag"),
+        "--engine": ("engine", "text"),
         **SSH_OPTIONS,
     }, ("profile",), 0, True, "dynspec_cli.cli.preflight:run_preflight"),
 }

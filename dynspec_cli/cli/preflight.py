@@ -9,7 +9,7 @@ def run_preflight(profile: Optional[str] = None, extra: Sequence[str] = (), *, h
                   python: Optional[str] = None, env: Optional[Sequence[str]] = None, feature: Optional[str] = None,
                   patch: Optional[str] = None, patched_class: Optional[Sequence[str]] = None, dynamic: bool = False,
                   json_out: bool = False, ssh_config: Optional[str] = None, known_hosts: Optional[str] = None,
-                  accept_new_host_key: bool = False) -> int:
+                  accept_new_host_key: bool = False, engine: Optional[str] = None) -> int:
     """The whole command: inspect, judge, print the report (or JSON), return the exit code.
     `extra` are the sglang server flags (what follows `--`)."""
     from dynspec_cli.cli import checks, runs
@@ -38,6 +38,14 @@ def run_preflight(profile: Optional[str] = None, extra: Sequence[str] = (), *, h
             module = "sglang.launch_server"
             env_map = dict(item.split("=", 1) for item in env)
             flags = extra
+        checks.python_path(py)
+        if (engine or feat.engine) == "vllm":  # flags are `vllm serve` flags (dynspec_cli/engines)
+            return _run_vllm(runs, target_spec, ssh_config, known_hosts, accept_new_host_key, py, feat, flags, env_map,
+                             json_out, dynamic)
+        if engine not in (None, "sglang", "auto"):
+            from dynspec_cli.cli.errors import UsageError
+
+            raise UsageError(f"--engine {engine!r}: choose one of sglang, vllm")
         checks.python_path(py)
         if profile is not None:
             checks.sglang_version(prof.sglang_version, f"{prof.source}: sglang_version")
@@ -81,3 +89,24 @@ def _start_command(feat, result, classes, argv, env, target_spec, ssh_config) ->
                         probe_files=probe_setup.probe_files() if remote else None)
     return {"probe_command": cmd.line, "probe_command_needs": cmd.needs, "probe_dir": cmd.probe_dir,
             "probe_copy": cmd.copy}
+
+
+def _run_vllm(runs, target_spec, ssh_config, known_hosts, accept_new_host_key, py, feat, flags, env_map, json_out,
+              dynamic=False) -> int:
+    from dynspec_cli.cli.errors import UsageError
+    from dynspec_cli.verdict import vllm_preflight as vp
+
+    try:
+        spec_parallel = vp.server_settings(flags)
+    except vp.SpecConfigError as e:
+        raise UsageError(str(e)) from None
+    with runs.open_target(target_spec, ssh_config, known_hosts, accept_new_host_key, py) as target:
+        facts = vp.inspect(target, py, feat, env_map, dynamic=dynamic, flags=flags)
+    result = vp.judge(facts, feat, spec_parallel[0], env_map, spec_parallel[1])
+    if json_out:
+        from dynspec_cli.report.jsonout import emit
+
+        emit(result)
+    else:
+        print(vp.render(result))
+    return result["exit_code"]

@@ -7,7 +7,8 @@ from typing import Optional, Sequence
 
 def run_verify(log: str, *, json_out: bool = False, follow: bool = False, timeout: Optional[float] = None,
                feature: Optional[str] = None, patched_class: Optional[Sequence[str]] = None,
-               sglang_version: Optional[str] = None) -> int:
+               sglang_version: Optional[str] = None, engine: Optional[str] = None,
+               engine_version: Optional[str] = None) -> int:
     """The whole command: judge, print the report (or JSON), return the exit code."""
     from dynspec_cli.cli import checks
     from dynspec_cli.cli.errors import UsageError, known_errors, report
@@ -19,12 +20,18 @@ def run_verify(log: str, *, json_out: bool = False, follow: bool = False, timeou
         sglang_version = checks.sglang_version(sglang_version)
         if timeout is not None and timeout <= 0:
             raise UsageError("--timeout must be a positive number of seconds")
+        from dynspec_cli import engines
         from dynspec_cli.verdict import pipeline
 
+        try:
+            name = engines.resolve(engine, log, feat)
+        except engines.EngineError as e:
+            raise UsageError(f"--engine: {e}") from None
+        version = engine_version if name != "sglang" else sglang_version
         if follow:
-            v = pipeline.judge_growing(log, feat, patched, sglang_version, timeout=timeout)
+            v = pipeline.judge_growing(log, feat, patched, version, timeout=timeout, engine=name)
         else:
-            v = pipeline.judge_file(log, feat, patched, sglang_version)
+            v = pipeline.judge_file(log, feat, patched, version, engine=name)
     except known_errors() as e:
         return report(str(e))
     doc = v.to_json()

@@ -46,6 +46,7 @@ class Feature(msgspec.Struct, forbid_unknown_fields=True, dict=True):
     threshold: Optional[Threshold] = None
     expect: Expect = msgspec.field(default_factory=Expect)
     source: str = ""
+    engine: str = "sglang"  # the engine the patch is for (dynspec_cli/engines)
 
     def __post_init__(self) -> None:
         try:

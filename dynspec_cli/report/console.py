@@ -85,20 +85,25 @@ def verdict_lines(v: dict[str, Any], *, source: str = "") -> list[Line]:
     la = v.get("launch") or {}
     if la.get("of", 0) > 1:
         out.append(["  ", (f"judging launch {la['index']} of {la['of']} in this file (from line {la.get('first_line')})", "dim")])
-    out.append(_fact("sglang", v["sglang_version"] or "unknown"))
     claims = v.get("claims") or {}
-    algo = claims.get("speculative_algorithm") or {}
-    if v["speculative_algorithm"] or not algo.get("value"):
-        out.append(_fact("speculative algorithm", v["speculative_algorithm"] or "unknown"))
-    else:  # not resolved by sglang in this log; what the command or the running worker says
-        out.append(_fact("speculative algorithm", f"{algo['value']}  ", (f"({algo['basis']}, line {algo['line']})", "dim")))
-    req = v.get("requested") or {}
-    for dest, r in (req.get("flags") or {}).items():
-        if "effective" in r and r["effective"] != r["requested"]:
-            out.append(_fact("requested", f"{dest}={r['requested']} (line {r['requested_line']}), "
-                                          f"sglang resolved {r['effective']} (line {r['effective_line']})"))
-    ov = v["overlap_schedule"]
-    out.append(_fact("overlap scheduler", "unknown" if ov is None else ("on" if ov else "off")))
+    if v.get("engine") == "vllm":  # vLLM has a model runner where sglang has an overlap scheduler
+        out.append(_fact("vllm", v.get("engine_version") or "unknown"))
+        out.append(_fact("speculative method", v["speculative_algorithm"] or "unknown"))
+        out.append(_fact("model runner", (v.get("model_runner") or "unknown").upper()))
+    else:
+        out.append(_fact("sglang", v["sglang_version"] or "unknown"))
+        algo = claims.get("speculative_algorithm") or {}
+        if v["speculative_algorithm"] or not algo.get("value"):
+            out.append(_fact("speculative algorithm", v["speculative_algorithm"] or "unknown"))
+        else:  # not resolved by sglang in this log; what the command or the running worker says
+            out.append(_fact("speculative algorithm", f"{algo['value']}  ", (f"({algo['basis']}, line {algo['line']})", "dim")))
+        req = v.get("requested") or {}
+        for dest, r in (req.get("flags") or {}).items():
+            if "effective" in r and r["effective"] != r["requested"]:
+                out.append(_fact("requested", f"{dest}={r['requested']} (line {r['requested_line']}), "
+                                              f"sglang resolved {r['effective']} (line {r['effective_line']})"))
+        ov = v["overlap_schedule"]
+        out.append(_fact("overlap scheduler", "unknown" if ov is None else ("on" if ov else "off")))
     w = v["worker"]
     if w.get("class"):
         out.append(_fact("worker", f"{w['class']}  ", (f"({w['module']})", "dim")))

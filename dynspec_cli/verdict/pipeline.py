@@ -30,7 +30,15 @@ class Pipeline:
     (the same numbers `dynspec verify` prints for that file)."""
 
     def __init__(self, feature: Feature, patched: Optional[list[str]] = None, version: Optional[str] = None, *,
-                 line_base: int = 0, offset: int = 0, knowledge=None) -> None:
+                 line_base: int = 0, offset: int = 0, knowledge=None, engine: str = "sglang") -> None:
+        if engine != "sglang":  # another engine's classifier and judge (dynspec_cli/engines)
+            from dynspec_cli import engines
+
+            e = engines.get(engine)
+            self.feature = feature
+            self.judge = e.judge(feature, patched, version)
+            self.feeder = Feeder(e.classifier(feature), self.judge, no=line_base, offset=offset)
+            return
         if knowledge is None:
             from dynspec_cli.knowledge.sglang import knowledge as load
 
@@ -95,12 +103,12 @@ def judge_bytes(data: bytes, feature: Feature, patched: Optional[list[str]] = No
 
 
 def judge_file(path: str, feature: Feature, patched: Optional[list[str]] = None,
-               version: Optional[str] = None) -> Verdict:
+               version: Optional[str] = None, *, engine: str = "sglang") -> Verdict:
     """A complete log file; LogError (one line) when it is not a readable text log."""
     with open_log(path) as fh:
         fh.seek(0, 2)
         size = fh.tell()
-        p = Pipeline(feature, patched, version)
+        p = Pipeline(feature, patched, version, engine=engine)
         if size >= bigfile.BIG:
             return _judge_big_file(fh, size, p)
         feed_file(fh, p.feeder)
@@ -109,7 +117,7 @@ def judge_file(path: str, feature: Feature, patched: Optional[list[str]] = None,
 
 def judge_growing(path: str, feature: Feature, patched: Optional[list[str]] = None, version: Optional[str] = None,
                   *, timeout: Optional[float], on_update: Callable[[Verdict], None] | None = None,
-                  events=None) -> Verdict:
+                  events=None, engine: str = "sglang") -> Verdict:
     """A file on this machine as it grows: returns as soon as the verdict is decided (or at
     `timeout`). `events` replaces following the file with any Event iterator."""
     if events is None:
@@ -117,7 +125,8 @@ def judge_growing(path: str, feature: Feature, patched: Optional[list[str]] = No
         from dynspec_cli.transport.local import LocalHost
 
         events = LocalHost().follow(path, 0)
-    verdict, _why = judge_stream(events, Pipeline(feature, patched, version), timeout=timeout, on_update=on_update)
+    verdict, _why = judge_stream(events, Pipeline(feature, patched, version, engine=engine), timeout=timeout,
+                                 on_update=on_update)
     return verdict
 
 

@@ -1,0 +1,311 @@
+"""From vLLM observations to the same Verdict (live / dead / inconclusive / crashed, same exit
+codes) as sglang's judge. The engine-specific facts (which runner, which proposer class, which
+knobs are dead) come from configs/vllm/ through VllmKnowledge; the verdict policy is the same:
+dead outranks crashed, `live` needs the marker."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from dynspec_cli.evidence.lines import Line
+from dynspec_cli.evidence.rules import Observation
+from dynspec_cli.knowledge.features import Feature
+from dynspec_cli.knowledge.findings import Finding, doc
+from dynspec_cli.knowledge.vllm import VllmKnowledge
+from dynspec_cli.verdict.judge import Verdict, _clip
+
+_V1_PATH = ("/vllm/v1/spec_decode/", "/vllm/v1/worker/gpu_model_runner.py")
+_V2_PATH = ("/vllm/v1/worker/gpu/",)
+
+
+@dataclass
+class VllmLaunch:
+    index: int
+    first: Line
+    version: Optional[str] = None
+    version_line: Optional[Line] = None
+    config_line: Optional[Line] = None
+    speculative: Any = "unknown"  # dict | None (off) | "unknown"
+    spec_args: dict = field(default_factory=dict)  # --speculative-config as given (non-default args)
+    args_line: Optional[Line] = None
+    dp_size: Optional[int] = None
+    tp_size: Optional[int] = None
+    runner: Optional[str] = None
+    runner_line: Optional[Line] = None
+    runner_basis: Optional[str] = None
+    fallback: Optional[Observation] = None
+    dynamic_off: Optional[Line] = None
+    markers: list = field(default_factory=list)
+    ready: Optional[Line] = None
+    metrics: int = 0
+    last_accept: Optional[str] = None
+    gen_stats: int = 0
+    crash: Optional[tuple[str, str, Line]] = None
+    in_traceback: bool = False
+    frames: list = field(default_factory=list)
+    past_config: bool = False
+    phase: str = "args"
+    last_line: Optional[Line] = None
+
+    @property
+    def decode_lines(self) -> int:  # the pipeline's big-file reader asks how far serving got
+        return self.metrics
+
+
+class VllmVerdict(Verdict):
+    """Verdict plus the vLLM facts; JSON keeps every sglang key (same consumers) and adds `engine`."""
+
+    def to_json(self) -> dict[str, Any]:
+        doc = super().to_json()
+        doc.update(getattr(self, "extra", {}))
+        return doc
+
+
+class VllmJudge:
+    engine = "vllm"
+
+    def __init__(self, knowledge: VllmKnowledge, feature: Feature, *, patched_classes: list[str] | None = None,
+                 engine_version: str | None = None) -> None:
+        self.k = knowledge
+        self.feature = feature
+        self.patch = list(feature.patch)
+        self.patched = patched_classes or [p.cls for p in feature.patch]
+        self.pinned = engine_version
+        self.launches: list[VllmLaunch] = []
+        self.earlier_markers: list[Observation] = []
+        # which runner each patched location belongs to (the feature names vLLM files)
+        self.patched_runners = {r for r in (self.k.runner_of_module(p.module) for p in self.patch) if r}
+        for c in patched_classes or []:
+            for row in self.k.proposer_rows_for_class(c):
+                self.patched_runners.add(row.runner)
+
+    # --- feeding ----------------------------------------------------------------------------
+    def _current(self, line: Line) -> VllmLaunch:
+        if not self.launches:
+            self.launches.append(VllmLaunch(1, line))
+        return self.launches[-1]
+
+    def feed(self, obs: Observation) -> None:
+        la = self._current(obs.line)
+        starts = obs.kind == "landmark" and obs.id in ("engine-config", "api-version", "non-default-args")
+        if starts and la.past_config:
+            self.earlier_markers.extend(la.markers)
+            la = VllmLaunch(len(self.launches) + 1, obs.line)
+            self.launches.append(la)
+        la.last_line = obs.line
+        getattr(self, f"_on_{obs.kind}")(la, obs)
+
+    def _on_launch(self, la: VllmLaunch, obs: Observation) -> None:
+        pass
+
+    def _on_probe(self, la: VllmLaunch, obs: Observation) -> None:
+        pass  # the in-server probe for vLLM is not built yet (see the report)
+
+    def _on_marker(self, la: VllmLaunch, obs: Observation) -> None:
+        la.markers.append(obs)
+
+    def _on_traceback(self, la: VllmLaunch, obs: Observation) -> None:
+        la.in_traceback = True
+
+    def _on_exception(self, la: VllmLaunch, obs: Observation) -> None:
+        if la.in_traceback or la.crash is None:
+            if la.in_traceback:
+                la.crash = (obs.data["exception"], obs.data["message"], obs.line)
+                la.past_config = True
+
+    def _on_frame(self, la: VllmLaunch, obs: Observation) -> None:
+        la.in_traceback = True
+        path = obs.data.get("path", "")
+        la.frames.append(obs)
+        runner = "v2" if any(p in path for p in _V2_PATH) else "v1" if any(p in path for p in _V1_PATH) else None
+        if runner and la.runner is None:
+            self._set_runner(la, runner, obs.line, f"traceback frame in {path.split('/vllm/', 1)[-1]}")
+
+    @staticmethod
+    def _set_runner(la: VllmLaunch, runner: str, line: Line, basis: str) -> None:
+        la.runner, la.runner_line, la.runner_basis = runner, line, basis
+
+    def _on_landmark(self, la: VllmLaunch, obs: Observation) -> None:
+        d, line, rid = obs.data, obs.line, obs.id
+        row = self.k.line_by_id.get(rid)
+        if row is not None and row.crash:
+            la.crash = la.crash or (row.crash, line.msg, line)
+            la.past_config = True
+            return
+        if rid == "engine-config":
+            la.config_line = line
+            la.version, la.version_line = d.get("version"), line
+            if "speculative" in d:
+                la.speculative = d["speculative"]
+            la.dp_size = d.get("data_parallel_size", la.dp_size)
+            la.tp_size = d.get("tensor_parallel_size", la.tp_size)
+            la.phase = "config"
+            return
+        if rid == "api-version":
+            la.version, la.version_line = la.version or d["version"], la.version_line or line
+            return
+        if rid == "non-default-args":
+            la.args_line = line
+            sc = d["args"].get("speculative_config")
+            if isinstance(sc, dict):
+                la.spec_args = sc
+            if isinstance(d["args"].get("data_parallel_size"), int):
+                la.dp_size = d["args"]["data_parallel_size"]
+            return
+        if rid in ("v2-unsupported", "v2-unsupported-lower", "v2-needs-triton", "v2-needs-triton-lower"):
+            la.fallback = obs
+            self._set_runner(la, "v1", line, f"'{line.msg.strip()[:100]}'")
+            return
+        if rid == "dynamic-sd-off-dp":
+            la.dynamic_off = line
+            return
+        if rid == "runner-source":
+            if la.runner is None:
+                self._set_runner(la, d["runner"], line, f"line logged by {d['src']}, a file of the {d['runner'].upper()} model runner")
+            return
+        if rid == "eagle3-aux-layers":
+            if la.runner is None:
+                self._set_runner(la, "v2", line, "'Using Eagle3 auxiliary layers ...' is logged only by the V2 runner's EAGLE3 loader")
+            la.past_config = True
+            return
+        la.past_config = True
+        if la.crash and line.offset > la.crash[2].offset and rid in ("ready", "spec-metrics"):
+            la.crash = None  # the server went on: the traceback was not fatal
+        la.in_traceback = False
+        if row is not None and row.phase:
+            la.phase = row.phase
+        if rid == "ready":
+            la.ready = line
+        elif rid == "spec-metrics":
+            la.metrics += 1
+            la.last_accept = d.get("accept_len")
+        elif rid == "engine-stats" and d.get("gen", 0) > 0:
+            la.gen_stats += 1
+
+    # --- judging ------------------------------------------------------------------------------
+    def verdict(self, *, at_eof: bool = True, quiet_for: float = 0.0) -> Verdict:
+        la = self.launches[-1] if self.launches else None
+        empty_marker = {"found": False, "line": None, "text": None, "fields": {}, "ranks": []}
+        worker = {"class": None, "module": None, "basis": None, "candidates": []}
+        if la is None:
+            return self._make("inconclusive", None, None, worker, empty_marker, [Finding("DS304", "the log is empty.")],
+                              ["any log line"], None, None, {"index": 0, "of": 0})
+        k = self.k
+        findings: list[Finding] = []
+        missing: list[str] = []
+        version = self.pinned or la.version
+        known = k.known(version) if version else False
+        if version and not known:
+            findings.append(Finding("DS606", f"vllm {version} is not in configs/vllm/releases.toml ({k.releases[0]} – {k.releases[-1]}).",
+                                    line=_no(la.version_line), text=_clip(la.version_line.text) if la.version_line else None))
+        spec = la.speculative
+        method = (spec or {}).get("method") if isinstance(spec, dict) else la.spec_args.get("method")
+        if spec is None:
+            findings.append(Finding("DS602", "the engine config shows speculative_config=None: no proposer runs.",
+                                    line=_no(la.config_line), text=_clip(la.config_line.text)))
+        # Which runner.
+        runner, basis = la.runner, la.runner_basis
+        if runner is None and known:
+            r = k.runner_range(version)
+            if r is not None and r.selection == "v2-only":
+                runner, basis = "v2", f"vllm {version} has only the V2 model runner"
+            elif r is not None and r.selection == "auto" and not r.model_gated and la.past_config and la.fallback is None \
+                    and (la.ready or la.metrics):
+                runner, basis = "v2", f"vllm {version} defaults to V2 and logged no fallback warning before serving"
+        if runner and method and known:
+            p = k.proposer(version, runner, method)
+            if p is not None:
+                worker.update({"class": p.cls, "module": p.module, "basis": basis, "candidates": [p.cls]})
+        elif runner:
+            worker["basis"] = basis
+        worker["runner"] = runner
+        if spec is not None and runner and self.patched_runners and runner not in self.patched_runners and not la.markers:
+            ev = la.runner_line or la.first
+            fix = None
+            if la.fallback is not None:
+                feats = la.fallback.data.get("features")
+                fix = (f"V2 falls back to V1 because it does not support: {feats}. Remove that setting, or set "
+                       f"VLLM_USE_V2_MODEL_RUNNER=1 to force V2 (at your own risk), or port the patch to "
+                       f"{worker['class'] or 'the V1 proposer'} ({worker['module'] or 'vllm/v1/spec_decode/'}).")
+            elif runner == "v1" and known and k.runner_range(version) and k.runner_range(version).selection == "env-opt-in":
+                fix = f"vllm {version} runs V2 only with VLLM_USE_V2_MODEL_RUNNER=1; set it, or port the patch to {worker['class'] or 'the V1 proposer'}."
+            findings.append(Finding(
+                "DS601", f"this launch runs the {runner.upper()} model runner"
+                + (f" ({worker['class']}, {worker['module']})" if worker["class"] else "")
+                + f"; the patch is in the {'/'.join(sorted(r.upper() for r in self.patched_runners))} runner's "
+                + f"{'/'.join(self.patched)}: dead code.", line=_no(ev), text=_clip(ev.text), fix=fix))
+        if la.fallback is not None and la.fallback.id.startswith("v2-needs-triton"):
+            findings.append(Finding("DS607", "V2 needs Triton; vLLM runs V1.", line=_no(la.fallback.line), text=_clip(la.fallback.line.text)))
+        # Knobs this release ignores or rejects.
+        if known and la.spec_args:
+            for issue in k.knob_issues(version, la.spec_args, {"data_parallel_size": la.dp_size}):
+                if issue.status in ("dead", "rejected"):
+                    findings.append(Finding("DS603", f"speculative_config.{issue.key} on vllm {version}: {issue.status}. {issue.note}",
+                                            line=_no(la.args_line), text=_clip(la.args_line.text) if la.args_line else None))
+        if la.dynamic_off is not None:
+            findings.append(Finding("DS604", "dynamic speculation (num_speculative_tokens_per_batch_size) was switched off: data_parallel_size > 1.",
+                                    line=_no(la.dynamic_off), text=_clip(la.dynamic_off.text)))
+        if spec not in (None, "unknown") and la.gen_stats >= 2 and la.metrics == 0:
+            findings.append(Finding("DS605", f"{la.gen_stats} engine stats lines show generation, none a SpecDecoding metrics line."))
+        # The marker.
+        marker = dict(empty_marker)
+        if la.markers:
+            m0 = la.markers[0]
+            marker.update(found=True, line=_no(m0.line), text=m0.line.text, fields=m0.data,
+                          ranks=sorted({m.line.rank_label for m in la.markers if m.line.rank_label}))
+            findings.append(Finding("DS302", f"marker logged by this launch ({len(la.markers)} time(s)).", line=_no(m0.line), text=m0.line.text))
+        elif self.earlier_markers:
+            o = self.earlier_markers[-1]
+            findings.append(Finding("DS305", f"the marker was logged by an earlier launch (line {o.line.no}), not by launch {la.index}.", line=_no(o.line), text=o.line.text))
+        if la.ready and not la.markers and spec is not None:
+            findings.append(Finding("DS301", "the server is ready and the marker was never logged.", line=_no(la.ready), text=la.ready.text))
+        # The crash.
+        crash, crashed = None, False
+        if la.crash is not None:
+            exc, message, line = la.crash
+            crash = {"exception": exc, "message": message[:500], "line": _no(line), "text": line.text[:500]}
+            if at_eof or quiet_for >= 1.0 or exc in ("EngineCoreDied",):
+                crashed = True
+                findings.append(Finding("DS303", f"{exc}: {message[:300]}".rstrip(": "), line=_no(line), text=_clip(line.text)))
+        # the verdict policy is configs/findings.toml's (`verdict.log`), as for sglang
+        dead = any(doc(f.code).verdict.get("log") == "dead" for f in findings)
+        if dead:
+            v = "dead"
+        elif crashed:
+            v = "crashed"
+        elif la.markers:
+            v = "live"
+        else:
+            v = "inconclusive"
+            if not version:
+                missing.append("the vLLM release (no 'Initializing a V1 LLM engine (v...)' line yet)")
+            if runner is None:
+                missing.append("which model runner runs (a fallback warning, the V2 EAGLE3 loader line, or a ready server)")
+            missing.append(f"the marker ({self.feature.marker.literal!r}) or a ready server")
+            findings.append(Finding("DS304", "missing: " + "; ".join(missing) + "."))
+        findings.sort(key=lambda f: ({"error": 0, "warning": 1, "info": 2}[f.severity], f.code))
+        launch = {"index": la.index, "of": len(self.launches), "first_line": _no(la.first), "first_offset": la.first.offset,
+                  "phase": "ready" if la.ready else la.phase, "shards": None, "decode_lines": la.metrics,
+                  "last_decode": {"accept_len": la.last_accept} if la.last_accept else None}
+        return self._make(v, version, method, worker, marker, findings, missing, crash, crashed, launch,
+                          ready=la.ready is not None, runner=runner)
+
+    def _make(self, v, version, method, worker, marker, findings, missing, crash, crashed, launch, *, ready=False, runner=None):
+        out = VllmVerdict(verdict=v, feature=self.feature.name, sglang_version=None, speculative_algorithm=method,
+                          overlap_schedule=None, worker=worker, server_ready=ready, crashed=bool(crashed), crash=crash,
+                          marker=marker, findings=findings, launch=launch, missing=missing, probe=None)
+        out.extra = {"engine": "vllm", "engine_version": version, "model_runner": runner}
+        return out
+
+    def decided(self, v: Verdict, *, quiet_for: float = 0.0) -> bool:
+        return v.verdict in ("dead", "crashed", "live")
+
+    def exited(self, v: Verdict) -> Verdict:
+        """The server process is gone before it became ready: the launch crashed."""
+        v.verdict, v.crashed = "crashed", True
+        v.findings.append(Finding("DS303", "the server process exited before it became ready."))
+        return v
+
+
+def _no(line: Optional[Line]) -> Optional[int]:
+    return (line.no or None) if line is not None else None

@@ -1,0 +1,204 @@
+"""Preflight for vLLM: before launch, which model runner and which proposer class the installed vllm
+will run for the given `--speculative-config` and environment, whether the patch is on that path,
+and which speculative_config keys this release ignores or rejects.
+
+Facts come from dynspec_cli/inject/vllm_inspector.py (stdlib only, run by the server's own python,
+never importing vllm); conclusions from configs/vllm/ (VllmKnowledge). Verdicts and exit codes are
+preflight's: reachable 0, dead 1, unknown 3."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Optional
+
+from dynspec_cli.knowledge.features import Feature
+from dynspec_cli.knowledge.findings import Finding, doc
+from dynspec_cli.knowledge.vllm import V2_ENV, VllmKnowledge, knowledge
+
+INSPECTOR = Path(__file__).resolve().parent.parent / "inject" / "vllm_inspector.py"
+EXIT = {"reachable": 0, "dead": 1, "unknown": 3}
+
+
+class SpecConfigError(ValueError):
+    """--speculative-config is not a JSON object (one line, exit 2)."""
+
+
+def server_settings(flags: list[str]) -> tuple[Optional[dict], dict]:
+    """(--speculative-config as a dict or None, parallel settings) from a `vllm serve` argv tail."""
+    spec, parallel = None, {}
+    i = 0
+    while i < len(flags):
+        name, eq, val = flags[i].partition("=")
+        norm = name.replace("_", "-")
+        i += 1
+        if norm not in ("--speculative-config", "--data-parallel-size", "-dp"):
+            continue
+        if not eq:
+            if i >= len(flags):
+                raise SpecConfigError(f"{name} needs a value")
+            val, i = flags[i], i + 1
+        if norm == "--speculative-config":
+            try:
+                spec = json.loads(val)
+            except ValueError as e:
+                raise SpecConfigError(f"--speculative-config is not valid JSON: {e}") from None
+            if not isinstance(spec, dict):
+                raise SpecConfigError("--speculative-config must be a JSON object")
+        else:
+            try:
+                parallel["data_parallel_size"] = int(val)
+            except ValueError:
+                raise SpecConfigError(f"{name} expects an integer, got {val!r}") from None
+    return spec, parallel
+
+
+def inspect(host, python: str, feature: Feature, env: dict[str, str], *, vllm_path: Optional[str] = None,
+            k: Optional[VllmKnowledge] = None, timeout: float = 60, dynamic: bool = False,
+            flags: Optional[list[str]] = None) -> dict[str, Any]:
+    k = k or knowledge()
+    classes = [{"module": p.module, "class": p.cls} for p in k.proposers]
+    args = {"marker_literal": feature.marker.literal, "marker_pattern": feature.marker.pattern, "classes": classes,
+            "env_names": [V2_ENV]}
+    if vllm_path:
+        args["vllm_path"] = vllm_path
+    if dynamic:
+        args.update(dynamic=True, serve_flags=list(flags or []))
+        timeout = max(timeout, 180)
+    proc_env = {kk: v for kk, v in env.items() if v is not None}
+    res = host.run_python(python, INSPECTOR.read_text(encoding="utf-8"), [json.dumps(args)], env=proc_env or None,
+                          timeout=timeout)
+    try:
+        return json.loads(res.stdout)
+    except ValueError:
+        err = res.stderr.decode("utf-8", "replace").strip().splitlines()
+        return {"ok": False, "error": f"{python} did not run the inspector: {err[-1] if err else f'exit {res.exit_code}'}"}
+
+
+def judge(facts: dict[str, Any], feature: Feature, spec: Optional[dict], env: dict[str, str],
+          parallel: Optional[dict] = None, *, k: Optional[VllmKnowledge] = None) -> dict[str, Any]:
+    k = k or knowledge()
+    findings: list[Finding] = []
+    vl = facts.get("vllm") or {}
+    version = vl.get("version")
+    out: dict[str, Any] = {"engine": "vllm", "vllm": vl, "vllm_version": version, "runner": None, "proposer": None,
+                           "patched": [], "patch_on_path": None, "knobs": []}
+    if not facts.get("ok", False):
+        findings.append(Finding("DS608", facts.get("error") or "the inspector could not run"))
+        return _result("unknown", out, findings)
+    if not vl.get("found"):
+        findings.append(Finding("DS608", f"{(facts.get('python') or {}).get('executable', 'this python')}: {vl.get('reason')}."))
+        return _result("dead", out, findings)
+    hits = (facts.get("marker") or {}).get("hits") or []
+    out["patched"] = [{"file": h.get("file"), "line": h.get("line"), "class": h.get("class"), "function": h.get("function")}
+                      for h in hits]
+    if not hits:
+        findings.append(Finding("DS609", f"no {feature.marker.literal!r} in {vl.get('package_dir')} ({(facts.get('marker') or {}).get('files_scanned')} files)."))
+    if not k.known(version):
+        findings.append(Finding("DS606", f"vllm {version} is not in configs/vllm/releases.toml ({k.releases[0]} – {k.releases[-1]})."))
+        return _result("dead" if not hits else "unknown", out, findings)
+    if spec is None:
+        findings.append(Finding("DS602", "no --speculative-config: vLLM will run no proposer."))
+        return _result("dead", out, findings)
+    # the server's environment: the user's overrides over what the inspector saw
+    eff_env = {kk: v for kk, v in (facts.get("env") or {}).items() if v is not None}
+    eff_env.update({kk: v for kk, v in env.items() if v is not None})
+    choice = k.runner(version, spec, eff_env)
+    rng = k.runner_range(version)
+    dyn = facts.get("dynamic")
+    triton = (facts.get("triton") or {}).get("found")
+    if choice.runner == "v2" and rng is not None and rng.selection == "auto" and V2_ENV not in eff_env and triton is False:
+        from dynspec_cli.knowledge.vllm import RunnerChoice
+
+        w = "v2-needs-triton-lower" if rng.fallback_warning == "v2-unsupported-lower" else "v2-needs-triton"
+        choice = RunnerChoice("v1", f"triton is not importable by this python: vllm {version} falls back to V1", warning=w)
+        findings.append(Finding("DS607", choice.reason))
+    if dyn:
+        out["dynamic"] = dyn
+        if dyn.get("ok") and isinstance(dyn.get("use_v2_model_runner"), bool):
+            from dynspec_cli.knowledge.vllm import RunnerChoice
+
+            static = choice.runner
+            r2 = "v2" if dyn["use_v2_model_runner"] else "v1"
+            unsup = tuple(dyn.get("unsupported_v2") or ())
+            choice = RunnerChoice(r2, "vLLM's own config resolution (EngineArgs.create_engine_config) chose "
+                                  f"{r2.upper()}" + (f"; V2 does not support {', '.join(unsup)}" if unsup else ""),
+                                  warning=(rng.fallback_warning if r2 == "v1" and unsup and rng else None), unsupported=unsup)
+            out["dynamic"]["static_runner"] = static
+            out["dynamic"]["static_agrees"] = static == r2
+        elif not dyn.get("ok"):
+            err = dyn.get("error") or {}
+            findings.append(Finding("DS304", f"the dynamic route failed ({err.get('type')}: {str(err.get('message'))[:200]}); the static route decides."))
+    out["runner"] = {"runner": choice.runner, "reason": choice.reason, "certain": choice.certain,
+                     "log_line": k.line_by_id[choice.warning].text if choice.warning else None,
+                     "unsupported": list(choice.unsupported)}
+    method = spec.get("method")
+    prop = k.proposer(version, choice.runner, method) if choice.runner else None
+    if prop is not None:
+        entry = (facts.get("classes") or {}).get(f"{prop.module}:{prop.cls}") or {}
+        out["proposer"] = {"class": prop.cls, "module": prop.module, "file": entry.get("file"), "line": entry.get("line"),
+                           "mro": [m["class"] for m in entry.get("mro") or []]}
+        on_path = [h for h in hits if any(h.get("file") == m["module"] and h.get("class") == m["class"]
+                                         for m in (entry.get("mro") or [{"module": prop.module, "class": prop.cls}]))]
+        out["patch_on_path"] = bool(on_path)
+        if hits and not on_path:
+            other = k.proposer(version, "v2" if choice.runner == "v1" else "v1", method)
+            where = ", ".join(f"{h['file']}:{h['line']} ({h.get('class') or 'module level'})" for h in hits)
+            fix = None
+            if choice.unsupported:
+                fix = (f"V2 does not support {', '.join(choice.unsupported)} on vllm {version}: drop it to run V2, or port "
+                       f"the patch to {prop.cls} ({prop.module}).")
+            elif other is not None and any(h.get("file") == other.module for h in hits):
+                fix = (f"Set {V2_ENV}={'1' if other.module.find('/worker/gpu/') >= 0 else '0'} to run the "
+                       f"{'V2' if '/worker/gpu/' in other.module else 'V1'} runner, or port the patch to {prop.cls} ({prop.module}).")
+            findings.append(Finding("DS601", f"vllm {version} will run the {choice.runner.upper()} model runner and {prop.cls} "
+                                             f"({prop.module}); the patch is in {where}: dead code. {choice.reason}.", fix=fix))
+    elif choice.runner:
+        findings.append(Finding("DS304", f"no table row for method {method!r} on the {choice.runner.upper()} runner of vllm {version}."))
+    # knobs
+    for issue in k.knob_issues(version, spec, parallel):
+        out["knobs"].append({"key": issue.key, "status": issue.status, "note": issue.note})
+        if issue.status in ("dead", "rejected"):
+            findings.append(Finding("DS603", f"speculative_config.{issue.key} on vllm {version}: {issue.status}. {issue.note}"))
+        else:
+            findings.append(Finding("DS604", f"speculative_config.{issue.key}: {issue.note}"))
+    if any(doc(f.code).verdict.get("preflight") == "dead" for f in findings):  # configs/findings.toml's policy
+        v = "dead"
+    elif out["patch_on_path"]:
+        v = "reachable"
+    else:
+        v = "unknown"
+    return _result(v, out, findings)
+
+
+def _result(verdict: str, out: dict, findings: list[Finding]) -> dict[str, Any]:
+    findings.sort(key=lambda f: ({"error": 0, "warning": 1, "info": 2}[f.severity], f.code))
+    out.update(verdict=verdict, exit_code=EXIT[verdict],
+               findings=[{"code": f.code, "name": f.name, "severity": f.severity, "message": f.message, "fix": f.fix}
+                         for f in findings])
+    return out
+
+
+def run(host, python: str, feature: Feature, flags: list[str], env: dict[str, str], *,
+        vllm_path: Optional[str] = None, dynamic: bool = False) -> dict[str, Any]:
+    spec, parallel = server_settings(flags)
+    facts = inspect(host, python, feature, env, vllm_path=vllm_path, dynamic=dynamic, flags=flags)
+    return judge(facts, feature, spec, env, parallel)
+
+
+def render(result: dict[str, Any]) -> str:
+    """The plain-text report (no rich: the gate stays fast)."""
+    lines = [f"vllm preflight: {result['verdict'].upper()} (exit {result['exit_code']})",
+             f"  vllm {result.get('vllm_version') or '?'} at {(result.get('vllm') or {}).get('package_dir') or '?'}"]
+    r = result.get("runner") or {}
+    if r:
+        lines.append(f"  runner: {(r.get('runner') or '?').upper()} — {r.get('reason')}")
+    p = result.get("proposer") or {}
+    if p:
+        lines.append(f"  proposer: {p['class']} ({p['module']})")
+    for h in result.get("patched") or []:
+        lines.append(f"  patch: {h['file']}:{h['line']} {h.get('class') or ''}.{h.get('function') or ''}")
+    for f in result.get("findings") or []:
+        lines.append(f"  {f['severity'].upper():7} {f['code']} {f['message']}")
+        if f.get("fix") and f["severity"] != "info":
+            lines.append(f"          fix: {f['fix']}")
+    return "\n".join(lines)
