@@ -54,6 +54,7 @@ def launch(profile: str, *, host: Optional[str], env, set_, name: Optional[str],
                                  f"{job.node_sh}")
                 return 0
             rec = S.launch(login, sp, feature, job)
+            guard = S.Guard(login, rec.job_id)
             if json_out and no_watch:
                 from dynspec_cli.report.jsonout import emit
 
@@ -62,13 +63,31 @@ def launch(profile: str, *, host: Optional[str], env, set_, name: Optional[str],
                 out.print(f"[bold]submitted[/] {rec.name}: Slurm job {rec.job_id} ({sp.slurm.nodes} node(s)), "
                           f"logs {', '.join(rec.logs)}; job log {rec.batch_log}")
             if no_watch:
+                guard.release()
                 return 0
             return _watch(login, rec, feature, out, json_out, timeout=timeout or sp.prof.ready_timeout,
                           pending_timeout=sp.slurm.pending_timeout or timeout, stall_timeout=stall_timeout,
-                          keep=keep, detach=detach)
+                          keep=keep, detach=detach, guard=guard)
 
 
-def _watch(login, rec, feature, out, json_out, *, timeout, pending_timeout, stall_timeout, keep, detach) -> int:
+def _watch(login, rec, feature, out, json_out, *, timeout, pending_timeout, stall_timeout, keep, detach,
+           guard=None) -> int:
+    from dynspec_cli.run import slurm as S
+
+    try:
+        code = _watched(login, rec, feature, out, json_out, timeout=timeout, pending_timeout=pending_timeout,
+                        stall_timeout=stall_timeout, keep=keep, detach=detach)
+    except BaseException:
+        if guard is not None:  # watching failed: nobody would watch the job, so it does not stay
+            guard.fire()
+            S.cancel(login, rec.job_id)
+        raise
+    if guard is not None:
+        guard.release()  # every path above either cancelled the job or leaves it running on purpose
+    return code
+
+
+def _watched(login, rec, feature, out, json_out, *, timeout, pending_timeout, stall_timeout, keep, detach) -> int:
     from dynspec_cli.run import slurm as S
 
     try:
@@ -125,8 +144,11 @@ def watch(ref: str, *, host: str, keep: bool, detach: bool, timeout: Optional[fl
         out = _out(json_out)
         with _open(host, ssh_config, known_hosts, accept_new_host_key) as login:
             rec = S.load_record(login, ref)
+            if rec is None:
+                raise S.SlurmError(f"no Slurm run {ref!r} on {login.name}")
+            guard = None if detach or keep else S.Guard(login, rec.job_id)
             return _watch(login, rec, load_feature(rec.feature), out, json_out, timeout=timeout, pending_timeout=None,
-                          stall_timeout=stall_timeout, keep=keep, detach=detach)
+                          stall_timeout=stall_timeout, keep=keep, detach=detach, guard=guard)
 
 
 def stop(ref: str, *, host: str, ssh_config=None, known_hosts=None, accept_new_host_key: bool = False) -> int:
@@ -135,6 +157,8 @@ def stop(ref: str, *, host: str, ssh_config=None, known_hosts=None, accept_new_h
     with _errors():
         with _open(host, ssh_config, known_hosts, accept_new_host_key) as login:
             rec = S.load_record(login, ref)
+            if rec is None:
+                raise S.SlurmError(f"no Slurm run {ref!r} on {login.name}")
             was = S.queued(login, rec.job_id)
             gone = S.cancel(login, rec.job_id)
             if was:

@@ -250,14 +250,15 @@ def render(login: Host, sp: SlurmProfile, feature, *, jobdir: str, probe_env: di
             pf += ["--patched-class", c]
         for k, v in prof.env.items():
             pf += ["--env", f"{k}={v}"]
-        pre_argv = " ".join(q(x) for x in pf[1:]) + " -- " + " ".join(q(x) for x in argv[3:])
-        pre_argv = pre_argv.replace("@RANK@", '"$RANK"').replace("@ADDR@", '"$DYNSPEC_DIST_INIT_ADDR"')
+        server = (" -- " + " ".join(q(x) for x in argv[3:])).replace(q("@RANK@"), '"$RANK"').replace(
+            q("@ADDR@"), '"$DYNSPEC_DIST_INIT_ADDR"')
+        pre_argv = " ".join(q(x) for x in pf[1:])
         node += [
-            f"{pf[0]} {pre_argv} --json > \"$PRE\" 2>/dev/null",
+            f"{pf[0]} {pre_argv} --json{server} > \"$PRE\" 2>/dev/null",
             "rc=$?",
             'if [ "$rc" = 1 ]; then',
             '  echo "dynspec: preflight on node $RANK ($(hostname)) is dead; the server is not started:" >&2',
-            f"  {pf[0]} {pre_argv} >&2",
+            f"  {pf[0]} {pre_argv}{server} >&2",
             "  exit 1",
             "fi",
         ]
@@ -450,7 +451,7 @@ def load_record(login: Host, ref: str) -> Optional[SlurmRecord]:
     except msgspec.DecodeError:
         return None
     if ref.isdigit():
-        for rec in all_records(login):
+        for rec in reversed(all_records(login)):  # job ids restart with a new cluster: the newest
             if rec.job_id == ref:
                 return rec
     return None
@@ -702,7 +703,7 @@ def watch(login: Host, rec: SlurmRecord, feature, *, timeout: Optional[float], p
             if (st.shown(), [s.verdict for s in states], states[0].ready) != last_shown and on_change is not None:
                 last_shown = (st.shown(), [s.verdict for s in states], states[0].ready)
                 on_change(rec, st, states)
-            pre = read_preflight(login, rec) if threads else []
+            pre = read_preflight(login, rec) if threads or st.ended else []
             dead_pre = [(r, p) for r, p in enumerate(pre) if p and p.get("verdict") == "dead"]
             if dead_pre:
                 r, p = dead_pre[0]
@@ -761,3 +762,41 @@ def _ended(states, st: JobState) -> SlurmOutcome:
                             f"the job ended {st.shown()} before the verdict", states, st)
     return SlurmOutcome("crashed" if gv != "dead" else "dead", 4 if gv != "dead" else 1, "job-ended",
                         f"the job ended {st.shown()} before every node was live", states, st)
+
+
+# --------------------------------------------------------------------------------------------------
+# nothing orphaned when dynspec itself is killed
+
+GUARD = 'IFS= read -r line; [ "$line" = release ] || scancel "$1" >/dev/null 2>&1'
+
+
+class Guard:
+    """A shell on the login host holding the other end of a pipe from dynspec: if dynspec dies
+    (SIGKILL, a dropped SSH connection) the pipe closes unread and the guard cancels the job; a
+    deliberate hand-over (live, --detach, --keep, --no-watch) writes `release` first. Its own
+    process group: a Ctrl-C at the terminal does not reach it."""
+
+    def __init__(self, login: Host, jid: str):
+        from dynspec_cli.transport import shell
+
+        self.proc = login._start(shell.command(["sh", "-c", GUARD, "sh", jid]), stdin=True)
+
+    def release(self) -> None:
+        try:
+            self.proc.write(b"release\n")
+            self.proc.close_stdin()
+            self.proc.wait(10)
+        except (OSError, TransportError):
+            pass
+        finally:
+            self.proc.kill()
+
+    def fire(self) -> None:
+        """Cancel through the guard (the caller also cancels and confirms it)."""
+        try:
+            self.proc.close_stdin()
+            self.proc.wait(10)
+        except (OSError, TransportError):
+            pass
+        finally:
+            self.proc.kill()
