@@ -95,6 +95,7 @@ def preflight(
     patched_class: Optional[List[str]] = typer.Option(None, "--patched-class"),
     dynamic: bool = typer.Option(False, "--dynamic", help="Also run sglang's own argument resolution on the host (imports sglang: ~5 s)."),
     json_out: bool = typer.Option(False, "--json"),
+    sbatch: Optional[str] = typer.Option(None, "--sbatch", help="Check your own sbatch script instead (node rank, rendezvous, node count): DS5xx."),
     ssh_config: SshConfig = None,
     known_hosts: KnownHosts = None,
     accept_new_host_key: AcceptNewHostKey = False,
@@ -106,7 +107,7 @@ def preflight(
     raise typer.Exit(run_preflight(
         profile, ctx.args, host=host, python=python, env=env, feature=feature, patch=patch,
         patched_class=patched_class, dynamic=dynamic, json_out=json_out, ssh_config=ssh_config,
-        known_hosts=known_hosts, accept_new_host_key=accept_new_host_key))
+        known_hosts=known_hosts, accept_new_host_key=accept_new_host_key, sbatch=sbatch))
 
 
 @app.command(epilog=EXIT_CODES)

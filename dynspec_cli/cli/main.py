@@ -49,6 +49,7 @@ FAST = {
         "--patched-class": ("patched_class", "texts"),
         "--dynamic": ("dynamic", "flag"),
         "--json": ("json_out", "flag"),
+        "--sbatch": ("sbatch", "text"),
         **SSH_OPTIONS,
     }, ("profile",), 0, True, "dynspec_cli.cli.preflight:run_preflight"),
 }
