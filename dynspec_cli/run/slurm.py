@@ -559,6 +559,7 @@ class SlurmOutcome:
     gone: bool = False  # nothing of the job is queued any more
     culprit: Optional[int] = None
     preflight: Optional[list] = None
+    timings: dict = field(default_factory=dict)  # seconds from the start of watching (just after sbatch)
 
     def to_json(self, rec: SlurmRecord) -> dict[str, Any]:
         nodes = []
@@ -570,13 +571,14 @@ class SlurmOutcome:
         return {"name": rec.name, "job_id": rec.job_id, "job_state": self.job.state, "job_reason": self.job.reason,
                 "nodes_allocated": rec.nodes, "node_addrs": rec.addrs, "verdict": self.verdict,
                 "exit_code": self.exit_code, "why": self.why, "culprit": self.culprit, "message": self.message,
-                "cancelled": self.cancelled, "gone": self.gone, "nodes": nodes, "preflight": self.preflight}
+                "cancelled": self.cancelled, "gone": self.gone, "nodes": nodes, "preflight": self.preflight,
+                "timings": self.timings}
 
 
 class JobWatch:
     """The job's state, polled in one thread for every node's loop."""
 
-    def __init__(self, login: Host, jid: str, every: float = 1.0):
+    def __init__(self, login: Host, jid: str, every: float = 0.5):
         self.login, self.jid, self.every = login, jid, every
         self.state = JobState("UNKNOWN")
         self.lock = threading.Lock()
@@ -605,6 +607,9 @@ def _watch_node(login: Host, rec: SlurmRecord, rank: int, feature, state, jw: Jo
     first_data: list[float] = []
 
     def publish(v) -> None:
+        if not first_data and pipe.consumed > nrec.log_offset:
+            first_data.append(time.monotonic())
+            state.first_data = first_data[0]
         state.v, state.verdict = v, v.verdict
         state.phase = "ready" if v.server_ready else ((v.launch or {}).get("phase") or "args")
         state.evidence = _evidence(pipe, v)[:300]
@@ -616,6 +621,7 @@ def _watch_node(login: Host, rec: SlurmRecord, rank: int, feature, state, jw: Jo
             return v
         if pipe.consumed > nrec.log_offset and not first_data:
             first_data.append(time.monotonic())
+            state.first_data = first_data[0]
         st = jw.state
         if st.ended:
             state.why = "exited"
@@ -695,6 +701,8 @@ def watch(login: Host, rec: SlurmRecord, feature, *, timeout: Optional[float], p
                 for s in states:
                     s.host = rec.nodes[s.rank] if s.rank < len(rec.nodes) else "?"
                 started = time.monotonic()
+                for s in states:
+                    s.first_data = None
                 threads = [threading.Thread(target=_watch_node, daemon=True, name=f"dynspec-slurm-n{r}",
                                             args=(login, rec, r, feature, states[r], jw, stop, stall_timeout,
                                                   changed.set)) for r in range(rec.nnodes)]
@@ -738,6 +746,10 @@ def watch(login: Host, rec: SlurmRecord, feature, *, timeout: Optional[float], p
         stop.set()
         for t in threads:
             t.join(10)
+    firsts = [getattr(s, "first_data", None) for s in states]
+    outcome.timings = {"to_running": None if started is None else round(started - t0, 3),
+                       "to_first_log": round(min(f for f in firsts if f) - t0, 3) if any(firsts) else None,
+                       "to_verdict": round(time.monotonic() - t0, 3)}
     if outcome.verdict != "live" and not keep:
         outcome.cancelled = queued(login, rec.job_id)
         outcome.gone = cancel(login, rec.job_id)

@@ -231,3 +231,15 @@ def test_dry_run_renders_the_job_without_submitting(tmp_path, name):
     assert "NodeAddr" in batch and '--dist-init-addr "$DYNSPEC_DIST_INIT_ADDR"' in node
     assert "DYNSPEC_PROBE=" in node  # the probe, injected as for any launch
     assert not (Path.home() / ".dynspec" / "runs" / f"{name}.slurm.json").exists()
+
+
+def test_group_launch_of_a_slurm_profile_stalled_node_is_crashed_and_cancelled(tmp_path, slurm, name):
+    """`dynspec group launch` hands a Slurm profile to the scheduler too; a node whose log stops
+    before it is live is crashed ("stalled"), as in a group launch over SSH."""
+    prof = write_slurm_profile(tmp_path / "s.toml", name, env={"STANDIN_HANG_AT": "weights"})
+    r = ds("group", "launch", str(prof), "--no-preflight", "--json", "--stall-timeout", "3")
+    doc = json.loads(r.stdout)
+    assert r.returncode == 4, r.stderr
+    assert doc["verdict"] == "crashed" and doc["why"] == "stalled" and doc["job_id"]
+    assert "stalled in weight loading on node" in doc["message"]
+    assert doc["cancelled"] and doc["gone"] and not slurm.queued()
