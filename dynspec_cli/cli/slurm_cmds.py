@@ -47,7 +47,8 @@ def launch(profile: str, *, host: Optional[str], env, set_, name: Optional[str],
         sp = S.load(profile, env=env, sets=set_, name=name, host=host)
         feature = load_feature(sp.prof.feature)
         out = _out(json_out)
-        with _open(sp.prof.host, ssh_config, known_hosts, accept_new_host_key) as login:
+        with _open(sp.prof.host, ssh_config, known_hosts, accept_new_host_key) as host:
+            login = S.on_cluster(host, sp.slurm.conf)
             job = S.prepare(login, sp, feature, probe=not no_probe, preflight=not no_preflight)
             if dry_run:
                 sys.stdout.write(f"# {job.jobdir}/job.sbatch\n{job.batch}\n# {job.jobdir}/node.sh (every task)\n"
@@ -142,10 +143,11 @@ def watch(ref: str, *, host: str, keep: bool, detach: bool, timeout: Optional[fl
 
     with _errors():
         out = _out(json_out)
-        with _open(host, ssh_config, known_hosts, accept_new_host_key) as login:
-            rec = S.load_record(login, ref)
+        with _open(host, ssh_config, known_hosts, accept_new_host_key) as h:
+            rec = S.load_record(h, ref)
             if rec is None:
-                raise S.SlurmError(f"no Slurm run {ref!r} on {login.name}")
+                raise S.SlurmError(f"no Slurm run {ref!r} on {h.name}")
+            login = S.on_cluster(h, rec.slurm_conf)
             guard = None if detach or keep else S.Guard(login, rec.job_id)
             return _watch(login, rec, load_feature(rec.feature), out, json_out, timeout=timeout, pending_timeout=None,
                           stall_timeout=stall_timeout, keep=keep, detach=detach, guard=guard)
@@ -155,10 +157,11 @@ def stop(ref: str, *, host: str, ssh_config=None, known_hosts=None, accept_new_h
     from dynspec_cli.run import slurm as S
 
     with _errors():
-        with _open(host, ssh_config, known_hosts, accept_new_host_key) as login:
-            rec = S.load_record(login, ref)
+        with _open(host, ssh_config, known_hosts, accept_new_host_key) as h:
+            rec = S.load_record(h, ref)
             if rec is None:
-                raise S.SlurmError(f"no Slurm run {ref!r} on {login.name}")
+                raise S.SlurmError(f"no Slurm run {ref!r} on {h.name}")
+            login = S.on_cluster(h, rec.slurm_conf)
             was = S.queued(login, rec.job_id)
             gone = S.cancel(login, rec.job_id)
             if was:
@@ -180,7 +183,7 @@ def status_rows(target) -> list[dict]:
     rows = []
     for rec in S.all_records(target):
         try:
-            st = S.job_state(target, rec.job_id)
+            st = S.job_state(S.on_cluster(target, rec.slurm_conf), rec.job_id)
         except S.SlurmError as e:
             st = S.JobState("UNKNOWN", str(e))
         last = []

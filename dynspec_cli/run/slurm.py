@@ -66,6 +66,7 @@ class SlurmSpec(msgspec.Struct, forbid_unknown_fields=True, rename="kebab"):
     dist_init_port: int = 0  # 0: a free port on the head node, chosen inside the job
     dynspec: Optional[str] = None  # how the nodes run dynspec (preflight); default: as on the login host
     pending_timeout: Optional[float] = None  # give up (scancel) on a job still PENDING this long
+    conf: Optional[str] = None  # SLURM_CONF for the Slurm commands on the login host (default: the host's own)
 
     def __post_init__(self) -> None:
         if not 1 <= self.nodes <= 4096:
@@ -284,6 +285,31 @@ def render(login: Host, sp: SlurmProfile, feature, *, jobdir: str, probe_env: di
 # the scheduler's commands (on the login host)
 
 
+class ClusterHost:
+    """The login host, with the profile's SLURM_CONF on every command it runs (sbatch, squeue, ...
+    and the job they submit, which inherits sbatch's environment). Everything else is the host's."""
+
+    def __init__(self, host: Host, conf: Optional[str]):
+        self._host, self._env = host, ({"SLURM_CONF": conf} if conf else {})
+
+    def __getattr__(self, name: str):
+        return getattr(self._host, name)
+
+    def run(self, argv, *, env=None, **kw):
+        return self._host.run(argv, env={**self._env, **(env or {})}, **kw)
+
+    def _start(self, script: str, *, stdin: bool):
+        if self._env:
+            from dynspec_cli.transport import shell
+
+            script = f"SLURM_CONF={shell.quote(self._env['SLURM_CONF'])}; export SLURM_CONF\n{script}"
+        return self._host._start(script, stdin=stdin)
+
+
+def on_cluster(host: Host, conf: Optional[str]):
+    return ClusterHost(host, conf) if conf else host
+
+
 class SlurmError(RunError):
     """The scheduler refused or could not be asked (one line, with its own message; exit 2)."""
 
@@ -431,6 +457,7 @@ class SlurmRecord(msgspec.Struct):
     verdict: Optional[str] = None
     cancelled_at: Optional[float] = None
     argv: list[str] = []
+    slurm_conf: Optional[str] = None
 
 
 def record_path(login: Host, name: str) -> str:
@@ -513,7 +540,7 @@ def launch(login: Host, sp: SlurmProfile, feature, job: Job) -> SlurmRecord:
                       logs=job.logs, offsets=job.offsets, preflight_files=job.preflight_files,
                       batch_log=job.batch_log, port=sp.prof.port, python=sp.prof.python, feature=feature.name,
                       submitted_at=records.now(), patched_class=list(sp.prof.patched_class),
-                      sglang_version=sp.prof.sglang_version, argv=job.argv)
+                      sglang_version=sp.prof.sglang_version, argv=job.argv, slurm_conf=sp.slurm.conf)
     save(login, rec)
     return rec
 
@@ -746,6 +773,8 @@ def watch(login: Host, rec: SlurmRecord, feature, *, timeout: Optional[float], p
         stop.set()
         for t in threads:
             t.join(10)
+    if outcome.preflight is None and threads:
+        outcome.preflight = read_preflight(login, rec)
     firsts = [getattr(s, "first_data", None) for s in states]
     outcome.timings = {"to_running": None if started is None else round(started - t0, 3),
                        "to_first_log": round(min(f for f in firsts if f) - t0, 3) if any(firsts) else None,

@@ -10,3 +10,6 @@ def private_home(tmp_path_factory, monkeypatch):
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("HOME", str(home))
     return home
+
+
+from tests.support.sshd import ssh_lab  # noqa: E402,F401  (a real sshd on 127.0.0.1: the login host over SSH)

@@ -243,3 +243,32 @@ def test_group_launch_of_a_slurm_profile_stalled_node_is_crashed_and_cancelled(t
     assert doc["verdict"] == "crashed" and doc["why"] == "stalled" and doc["job_id"]
     assert "stalled in weight loading on node" in doc["message"]
     assert doc["cancelled"] and doc["gone"] and not slurm.queued()
+
+
+@pytest.mark.ssh
+def test_login_host_over_ssh_live_then_stop(tmp_path, slurm, ssh_lab, name):
+    """sbatch, squeue, scontrol and scancel run on the login host over the real sshd; the nodes'
+    logs are followed through it. `conf` hands the login host this cluster's slurm.conf."""
+    import sys
+
+    from tests.multinode.helpers import fake_sglang, python_with
+
+    # an installed-looking sglang 0.5.9 patched in EAGLEWorkerV2: preflight on each node passes
+    py = python_with(fake_sglang(tmp_path / "site"), tmp_path / "py")
+    prof = write_slurm_profile(tmp_path / "s.toml", name, python=str(py), slurm={
+        "conf": str(slurm.conf), "dynspec": f"{sys.executable} -m dynspec_cli"})
+    prof.write_text(prof.read_text().replace('host = "local"', 'host = "dut"'))
+    ssh = ["--ssh-config", str(ssh_lab.ssh_config), "--known-hosts", str(ssh_lab.known_hosts)]
+    r, doc = launch_json(prof, *ssh)
+    assert r.returncode == 0, doc["message"]
+    assert doc["verdict"] == "live" and doc["nodes_allocated"] == ["n1", "n2"]
+    assert doc["nodes"][1]["detail"]["marker"]["ranks"] == ["TP1"]
+    assert [p["verdict"] for p in doc["preflight"]] == ["reachable", "reachable"]
+    print(f"\nslurm over ssh: timings {doc['timings']}")
+    jid = doc["job_id"]
+    # (status over SSH lists every run in the login user's real ~/.dynspec: tested locally above)
+    w = ds("watch", jid, "--host", "dut", "--json", "--timeout", "60", *ssh)
+    assert w.returncode == 0 and json.loads(w.stdout)["verdict"] == "live", w.stderr
+    s = ds("stop", name, "--host", "dut", *ssh)
+    assert s.returncode == 0 and f"Slurm job {jid}" in s.stdout, s.stderr
+    assert not slurm.queued()
