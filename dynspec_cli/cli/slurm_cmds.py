@@ -182,10 +182,14 @@ def status_rows(target) -> list[dict]:
 
     rows = []
     for rec in S.all_records(target):
-        try:
-            st = S.job_state(S.on_cluster(target, rec.slurm_conf), rec.job_id)
-        except S.SlurmError as e:
-            st = S.JobState("UNKNOWN", str(e))
+        if rec.cancelled_at is not None or (rec.state or "") in S.ENDED:
+            st = S.JobState(rec.state or "CANCELLED")  # ended for good: no need to ask the scheduler
+        else:
+            try:
+                # short: a record whose cluster is unreachable must not hold up the other runs' status
+                st = S.job_state(S.on_cluster(target, rec.slurm_conf), rec.job_id, timeout=5)
+            except S.SlurmError as e:
+                st = S.JobState("UNKNOWN", str(e))
         last = []
         for log in rec.logs:
             try:

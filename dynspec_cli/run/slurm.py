@@ -364,22 +364,22 @@ class JobState:
         return self.state
 
 
-def job_state(login: Host, jid: str) -> JobState:
+def job_state(login: Host, jid: str, timeout: float = 30) -> JobState:
     """squeue while the job is queued or running, then `scontrol show job` (kept MinJobAge s), then
     sacct (with accounting); GONE when none of them knows it."""
-    res = _run(login, ["squeue", "-h", "-j", jid, "-o", "%T|%r|%N"], timeout=30)
+    res = _run(login, ["squeue", "-h", "-j", jid, "-o", "%T|%r|%N"], timeout=timeout)
     line = res.text.strip().splitlines()[0] if res.ok and res.text.strip() else ""
     if line:
         st, _, rest = line.partition("|")
         reason, _, nodes = rest.partition("|")
         if st not in ENDED:
             return JobState(st, reason, nodes)
-    res = _run(login, ["scontrol", "show", "job", "-o", jid], timeout=30)
+    res = _run(login, ["scontrol", "show", "job", "-o", jid], timeout=timeout)
     if res.ok and "JobState=" in res.text:
         kv = dict(re.findall(r"(\w+)=(\S*)", res.text))
         return JobState(kv.get("JobState", "UNKNOWN"), kv.get("Reason", ""), kv.get("NodeList", ""),
                         kv.get("ExitCode", ""))
-    res = _run(login, ["sacct", "-n", "-X", "-P", "-j", jid, "-o", "State,Reason,NodeList,ExitCode"], timeout=30)
+    res = _run(login, ["sacct", "-n", "-X", "-P", "-j", jid, "-o", "State,Reason,NodeList,ExitCode"], timeout=timeout)
     if res.ok and res.text.strip():
         parts = (res.text.strip().splitlines()[0].split("|") + ["", "", "", ""])[:4]
         return JobState(parts[0].split()[0] if parts[0] else "UNKNOWN", parts[1], parts[2], parts[3])
