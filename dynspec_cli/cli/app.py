@@ -100,6 +100,7 @@ def preflight(
     patched_class: Optional[List[str]] = typer.Option(None, "--patched-class", help="Class holding the patch (repeatable); default: where the marker is found, else the feature's typical location."),
     dynamic: bool = typer.Option(False, "--dynamic", help="Also run sglang's own argument resolution on the host (imports sglang: ~5 s)."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of the report."),
+    sbatch: Optional[str] = typer.Option(None, "--sbatch", help="Check your own sbatch script instead (node rank, rendezvous, node count): DS5xx."),
     ssh_config: SshConfig = None,
     known_hosts: KnownHosts = None,
     accept_new_host_key: AcceptNewHostKey = False,
@@ -112,7 +113,7 @@ def preflight(
     raise typer.Exit(run_preflight(
         profile, ctx.args, host=host, python=python, env=env, feature=feature, patch=patch,
         patched_class=patched_class, dynamic=dynamic, json_out=json_out, ssh_config=ssh_config,
-        known_hosts=known_hosts, accept_new_host_key=accept_new_host_key, engine=engine))
+        known_hosts=known_hosts, accept_new_host_key=accept_new_host_key, engine=engine, sbatch=sbatch))
 
 
 @app.command(epilog=EXIT_CODES)
@@ -130,6 +131,7 @@ def launch(
     no_probe: bool = typer.Option(False, "--no-probe", help="Do not inject the in-server probe (the server is left untouched)."),
     timeout: Optional[float] = typer.Option(None, "--timeout", help="Give up watching after this many seconds (default: the profile's ready_timeout)."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON (the preflight result, then the run and its verdict) instead of the live report."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Slurm profiles: print the sbatch script and the per-node script, submit nothing."),
     ssh_config: SshConfig = None,
     known_hosts: KnownHosts = None,
     accept_new_host_key: AcceptNewHostKey = False,
@@ -141,7 +143,17 @@ def launch(
     from dynspec_cli.run.launch import LaunchOptions
     from dynspec_cli.run.launch import launch as run_launch
     from dynspec_cli.run.profiles import load_profile, with_overrides
+    from dynspec_cli.run.slurm import is_slurm
 
+    if is_slurm(profile):  # scheduler = "slurm": submitted with sbatch on the login host (cli/slurm_cmds.py)
+        from dynspec_cli.cli import slurm_cmds
+
+        raise typer.Exit(slurm_cmds.launch(
+            profile, host=host, env=env, set_=set_, name=name, keep=keep, detach=detach, no_watch=no_watch,
+            no_preflight=no_preflight, no_probe=no_probe, timeout=timeout, dry_run=dry_run, json_out=json_out,
+            ssh_config=ssh_config, known_hosts=known_hosts, accept_new_host_key=accept_new_host_key))
+    if dry_run:
+        raise _fail('--dry-run: only for profiles with scheduler = "slurm"')
     with _errors():
         prof = with_overrides(load_profile(profile), host=host, env=env, sets=set_, name=name)
         feature = load_feature(prof.feature)
@@ -171,9 +183,13 @@ def watch(
     accept_new_host_key: AcceptNewHostKey = False,
 ) -> None:
     """Re-attach to a run (also from another machine) and watch it to its verdict."""
-    from dynspec_cli.cli import runs
+    from dynspec_cli.cli import runs, slurm_cmds
     from dynspec_cli.run import control, records
 
+    if slurm_cmds.find(host, name, ssh_config, known_hosts, accept_new_host_key):  # a Slurm run (name or job id)
+        raise typer.Exit(slurm_cmds.watch(name, host=host, keep=keep, detach=detach, timeout=timeout,
+                                          json_out=json_out, ssh_config=ssh_config, known_hosts=known_hosts,
+                                          accept_new_host_key=accept_new_host_key))
     with _errors():
         out = _out(json_out)
         with runs.open_target(host, ssh_config, known_hosts, accept_new_host_key) as target:
@@ -204,9 +220,12 @@ def stop(
 ) -> None:
     """Stop a run: SIGTERM to its process group, SIGKILL after the grace period, then confirm
     that no process of the group remains."""
-    from dynspec_cli.cli import runs
+    from dynspec_cli.cli import runs, slurm_cmds
     from dynspec_cli.run import control, records
 
+    if slurm_cmds.find(host, name, ssh_config, known_hosts, accept_new_host_key):  # a Slurm run: scancel it
+        raise typer.Exit(slurm_cmds.stop(name, host=host, ssh_config=ssh_config, known_hosts=known_hosts,
+                                         accept_new_host_key=accept_new_host_key))
     with _errors():
         with runs.open_target(host, ssh_config, known_hosts, accept_new_host_key) as target:
             rec = records.load(target, name)
@@ -237,6 +256,9 @@ def status(
             if names and not rows:
                 raise UsageError(f"no run named {names[0]!r} on {target.name}" if len(names) == 1
                                  else f"no run named {' or '.join(map(repr, names))} on {target.name}")
+            from dynspec_cli.cli.slurm_cmds import status_rows
+
+            rows += status_rows(target)  # Slurm runs recorded on this login host
     from dynspec_cli.report.runs import render_status
 
     render_status(_out(False), rows, host, json_out)

@@ -84,7 +84,16 @@ def launch(
     after preflight on each, and watch all nodes: live only when every node is live."""
     from dynspec_cli.knowledge.features import load_feature
     from dynspec_cli.run import group as G
+    from dynspec_cli.run.slurm import is_slurm
 
+    if is_slurm(profile):  # scheduler = "slurm": Slurm hands out the nodes (cli/slurm_cmds.py)
+        from dynspec_cli.cli import slurm_cmds
+
+        raise typer.Exit(slurm_cmds.launch(
+            profile, host=None, env=env, set_=set_, name=name, keep=keep, detach=detach, no_watch=no_watch,
+            no_preflight=no_preflight, no_probe=no_probe, timeout=timeout, stall_timeout=stall_timeout,
+            json_out=json_out, ssh_config=ssh_config, known_hosts=known_hosts,
+            accept_new_host_key=accept_new_host_key))
     with _errors():
         if stall_timeout <= 0:
             raise G.ConfigError("--stall-timeout must be positive")

@@ -52,6 +52,7 @@ FAST = {
         "--dynamic": ("dynamic", "flag"),
         "--json": ("json_out", "flag"),
         "--engine": ("engine", "text"),
+        "--sbatch": ("sbatch", "text"),
         **SSH_OPTIONS,
     }, ("profile",), 0, True, "dynspec_cli.cli.preflight:run_preflight"),
 }

@@ -9,9 +9,14 @@ def run_preflight(profile: Optional[str] = None, extra: Sequence[str] = (), *, h
                   python: Optional[str] = None, env: Optional[Sequence[str]] = None, feature: Optional[str] = None,
                   patch: Optional[str] = None, patched_class: Optional[Sequence[str]] = None, dynamic: bool = False,
                   json_out: bool = False, ssh_config: Optional[str] = None, known_hosts: Optional[str] = None,
-                  accept_new_host_key: bool = False, engine: Optional[str] = None) -> int:
+                  accept_new_host_key: bool = False, engine: Optional[str] = None,
+                  sbatch: Optional[str] = None) -> int:
     """The whole command: inspect, judge, print the report (or JSON), return the exit code.
     `extra` are the sglang server flags (what follows `--`)."""
+    if sbatch is not None:  # the user's own sbatch script (run/sbatch_check.py)
+        from dynspec_cli.run.sbatch_check import run_check
+
+        return run_check(sbatch, json_out=json_out)
     from dynspec_cli.cli import checks, runs
     from dynspec_cli.cli.errors import known_errors, report
     from dynspec_cli.knowledge.features import load_feature

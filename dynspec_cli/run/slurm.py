@@ -1,0 +1,843 @@
+"""Slurm as the way onto a cluster: a profile with `scheduler = "slurm"` and a `[slurm]` table is
+submitted with `sbatch` on its login host (`host`: local or SSH) instead of being started by dynspec.
+
+The job (rendered by `render`, shown by `launch --dry-run`):
+  * the batch script, on the first allocated node, takes the head node from `scontrol show
+    hostnames "$SLURM_JOB_NODELIST"`, its address from `scontrol show node` (NodeAddr: node names
+    often do not resolve) and a free port there, and runs ONE `srun` step, one task per node,
+    `--kill-on-bad-exit=1` (a node that dies takes the step down instead of leaving the rest hung);
+  * each task runs `node.sh`, which reads its rank from `$SLURM_NODEID` in the task's own shell (the
+    batch script's shell would expand it once, before srun, giving every node rank 0), runs dynspec's
+    preflight with the server's python (a dead preflight ends the task, so the job, with the report
+    in the job's log), then starts the server with `--nnodes/--node-rank/--dist-init-addr` and the
+    probe's environment, its output appended to that node's log (one log per node).
+
+Logs and the job's files live under the login host's home (`~/.dynspec/slurm/<name>-<time>/`), so
+they must be on the filesystem the nodes share with the login host, as on every Slurm cluster:
+dynspec follows the nodes' logs through the login host.
+
+The run record `~/.dynspec/runs/<name>.slurm.json` on the login host keeps the job id, the nodes and
+their addresses, the logs and their offsets: `watch/status/stop NAME` (or the job id) read it."""
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import msgspec
+
+from dynspec_cli.knowledge.tables import ConfigError
+from dynspec_cli.run import records
+from dynspec_cli.run.control import RunError
+from dynspec_cli.run.profiles import Profile, with_overrides
+from dynspec_cli.transport import Host, TransportError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+# Slurm's job states (squeue %T / scontrol JobState) that mean the job has ended
+ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL",
+         "DEADLINE", "SPECIAL_EXIT", "REVOKED"}
+WAITING = {"PENDING", "CONFIGURING", "REQUEUED", "RESV_DEL_HOLD", "REQUEUE_HOLD", "REQUEUE_FED", "SUSPENDED"}
+_TIME = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$|^\d+-\d+$")
+_WORD = re.compile(r"^[A-Za-z0-9_.,:+-][A-Za-z0-9_.,:+()&|\[\]-]*$")
+GROUP_FLAGS = ("nnodes", "node-rank", "dist-init-addr")
+
+
+class SlurmSpec(msgspec.Struct, forbid_unknown_fields=True, rename="kebab"):
+    """The profile's `[slurm]` table."""
+
+    nodes: int = 1
+    partition: Optional[str] = None
+    account: Optional[str] = None
+    qos: Optional[str] = None
+    time: Optional[str] = None  # sbatch --time: minutes, MM:SS, HH:MM:SS, D-HH[:MM[:SS]]
+    gpus_per_node: Optional[int] = None
+    constraint: Optional[str] = None
+    extra: list[str] = []  # further sbatch options, each one "--opt=value"
+    dist_init_port: int = 0  # 0: a free port on the head node, chosen inside the job
+    dynspec: Optional[str] = None  # how the nodes run dynspec (preflight); default: as on the login host
+    pending_timeout: Optional[float] = None  # give up (scancel) on a job still PENDING this long
+    conf: Optional[str] = None  # SLURM_CONF for the Slurm commands on the login host (default: the host's own)
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.nodes <= 4096:
+            raise ValueError(f"nodes = {self.nodes}: must be between 1 and 4096")
+        for key in ("partition", "account", "qos", "constraint"):
+            v = getattr(self, key)
+            if v is not None and not _WORD.match(v):
+                raise ValueError(f"{key} = {v!r}: not a Slurm name")
+        if self.time is not None and not _TIME.match(self.time):
+            raise ValueError(f"time = {self.time!r}: use minutes, MM:SS, HH:MM:SS or D-HH:MM:SS")
+        if self.gpus_per_node is not None and not 0 <= self.gpus_per_node <= 64:
+            raise ValueError(f"gpus-per-node = {self.gpus_per_node}: must be between 0 and 64")
+        for opt in self.extra:
+            if not opt.startswith("--") or "\n" in opt:
+                raise ValueError(f"extra: {opt!r}: give each sbatch option as one '--name=value' string")
+            if opt.split("=", 1)[0] in ("--nodes", "-N", "--ntasks-per-node", "--output", "--job-name", "--parsable"):
+                raise ValueError(f"extra: {opt!r} is set by dynspec (use the [slurm] keys)")
+        if not 0 <= self.dist_init_port <= 65535:
+            raise ValueError(f"dist-init-port = {self.dist_init_port}: not a TCP port")
+        if self.pending_timeout is not None and self.pending_timeout <= 0:
+            raise ValueError("pending-timeout must be positive")
+
+
+@dataclass
+class SlurmProfile:
+    prof: Profile
+    slurm: SlurmSpec
+    source: str
+
+
+def _profile_file(ref: str) -> Optional[Path]:
+    p = Path(ref)
+    if p.suffix == ".toml" or p.exists():
+        return p
+    from dynspec_cli.knowledge.tables import configs_dir
+
+    bundled = configs_dir() / "profiles" / f"{ref}.toml"
+    return bundled if bundled.exists() else None
+
+
+def is_slurm(ref: str) -> bool:
+    """Whether the profile says `scheduler = "slurm"` (anything unreadable: not ours to judge, the
+    ordinary loader reports it)."""
+    p = _profile_file(ref)
+    if p is None:
+        return False
+    try:
+        raw = tomllib.loads(p.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return False
+    return raw.get("scheduler") == "slurm" or "slurm" in raw
+
+
+def load(ref: str, *, env: list[str] | None = None, sets: list[str] | None = None, name: str | None = None,
+         host: str | None = None) -> SlurmProfile:
+    p = _profile_file(ref)
+    if p is None:
+        raise ConfigError(f"profile {ref!r} not found (give a path to a .toml file)")
+    try:
+        raw = tomllib.loads(p.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{p}: cannot read: {e}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{p}: invalid TOML: {e}") from None
+    sched = raw.pop("scheduler", None)
+    table = raw.pop("slurm", None)
+    if sched != "slurm":
+        raise ConfigError(f"{p}: scheduler = {sched!r}: the only scheduler is \"slurm\" (or leave it out)")
+    if not isinstance(table, dict):
+        raise ConfigError(f"{p}: scheduler = \"slurm\" needs a [slurm] table (nodes, partition, time, ...)")
+    try:
+        spec = msgspec.convert(table, SlurmSpec, strict=True)
+    except (msgspec.ValidationError, ValueError) as e:
+        raise ConfigError(f"{p}: [slurm]: {e}") from None
+    for k in GROUP_FLAGS:
+        for fk in (k, f"--{k}"):
+            if fk in (raw.get("flags") or {}):
+                raise ConfigError(f"{p}: flags.{fk} is set by dynspec inside the Slurm job (remove it)")
+    try:
+        prof = msgspec.convert(raw, Profile, strict=True)
+    except (msgspec.ValidationError, ValueError) as e:
+        raise ConfigError(f"{p}: {e}") from None
+    prof.source = str(p)
+    prof = with_overrides(prof, host=host, env=env, sets=sets, name=name)
+    return SlurmProfile(prof, spec, str(p))
+
+
+# --------------------------------------------------------------------------------------------------
+# the job's files
+
+
+@dataclass
+class Job:
+    """What is submitted: the batch script, the per-node task script, where the logs go."""
+
+    name: str
+    jobdir: str
+    batch: str
+    node_sh: str
+    logs: list[str]
+    offsets: list[int]
+    preflight_files: list[str]
+    batch_log: str
+    argv: list[str]  # the server's argv, rank and rendezvous as placeholders
+
+
+def _sbatch_lines(sp: SlurmProfile, name: str, batch_log: str) -> list[str]:
+    s = sp.slurm
+    out = [f"--job-name=dynspec-{name}", f"--nodes={s.nodes}", "--ntasks-per-node=1", f"--output={batch_log}"]
+    for key, opt in (("partition", "partition"), ("account", "account"), ("qos", "qos"), ("time", "time"),
+                     ("constraint", "constraint")):
+        v = getattr(s, key)
+        if v is not None:
+            out.append(f"--{opt}={v}")
+    if s.gpus_per_node is not None:
+        out.append(f"--gpus-per-node={s.gpus_per_node}")
+    out += list(s.extra)
+    return out
+
+
+def dynspec_command(login: Host, spec: SlurmSpec) -> str:
+    if spec.dynspec:
+        return spec.dynspec
+    if login.shares_local_files:
+        return f"{shlex.quote(sys.executable)} -m dynspec_cli"
+    return "dynspec"
+
+
+def render(login: Host, sp: SlurmProfile, feature, *, jobdir: str, probe_env: dict[str, str] | None,
+           preflight: bool, offsets: list[int] | None = None) -> Job:
+    from dynspec_cli.evidence.rules import LAUNCH_PREFIX
+    from dynspec_cli.run.secrets import redact_argv, redact_env
+
+    prof, s = sp.prof, sp.slurm
+    n = s.nodes
+    logs = [records.expand(login, prof.log.replace("{name}", f"{prof.name}-n{r}")) for r in range(n)]
+    batch_log = f"{jobdir}/job.log"
+    pre_files = [f"{jobdir}/preflight-n{r}.json" for r in range(n)]
+    flags = dict(prof.flags)
+    flags.update({"nnodes": n, "node-rank": "@RANK@", "dist-init-addr": "@ADDR@"})
+    argv = msgspec.structs.replace(prof, flags=flags).argv()
+    env = dict(prof.env)
+    env.update(probe_env or {})
+    q = shlex.quote
+
+    lines = ["#!/bin/bash"] + [f"#SBATCH {o}" for o in _sbatch_lines(sp, prof.name, batch_log)]
+    lines += [
+        f"# dynspec launch {prof.name}: one srun step, one task per node; the rank is read in each task",
+        "set -u",
+        'HEAD_NODE=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1)',
+        # NodeAddr, not the name: node names need not resolve
+        'HEAD_ADDR=$(scontrol show node "$HEAD_NODE" | tr " " "\\n" | sed -n "s/^NodeAddr=//p" | head -n1)',
+        'HEAD_ADDR=${HEAD_ADDR:-$HEAD_NODE}',
+    ]
+    if s.dist_init_port:
+        lines.append(f"PORT={s.dist_init_port}")
+    else:
+        lines.append(f"PORT=$({q(prof.python)} -c 'import socket; s=socket.socket(); s.bind((\"\", 0)); "
+                     f"print(s.getsockname()[1])')")
+    lines += [
+        'export DYNSPEC_DIST_INIT_ADDR="$HEAD_ADDR:$PORT"',
+        'echo "dynspec: nodes $SLURM_JOB_NODELIST, head $HEAD_NODE ($HEAD_ADDR), dist-init-addr $DYNSPEC_DIST_INIT_ADDR"',
+        f"srun --nodes={n} --ntasks-per-node=1 --kill-on-bad-exit=1 bash {q(jobdir + '/node.sh')}",
+        "",
+    ]
+    batch = "\n".join(lines)
+
+    shown_env = redact_env(prof.env)
+    header = {"name": "@NAME@", "argv": redact_argv(argv), "env": shown_env, "started_at": 0, "feature": feature.name,
+              "slurm": True}
+    node = ["#!/bin/bash",
+            "# one task per node: its rank comes from this task's own SLURM_NODEID",
+            "set -u",
+            'RANK="$SLURM_NODEID"',
+            "LOGS=(" + " ".join(q(x) for x in logs) + ")",
+            'LOG="${LOGS[$RANK]}"',
+            f"NAME={q(prof.name)}-n$RANK",
+            f"PRE={q(jobdir)}/preflight-n$RANK.json"]
+    if preflight:
+        pf = [dynspec_command(login, s), "preflight", "--python", prof.python, "--feature", feature.name]
+        for c in prof.patched_class:
+            pf += ["--patched-class", c]
+        for k, v in prof.env.items():
+            pf += ["--env", f"{k}={v}"]
+        server = (" -- " + " ".join(q(x) for x in argv[3:])).replace(q("@RANK@"), '"$RANK"').replace(
+            q("@ADDR@"), '"$DYNSPEC_DIST_INIT_ADDR"')
+        pre_argv = " ".join(q(x) for x in pf[1:])
+        node += [
+            f"{pf[0]} {pre_argv} --json{server} > \"$PRE\" 2>/dev/null",
+            "rc=$?",
+            'if [ "$rc" = 1 ]; then',
+            '  echo "dynspec: preflight on node $RANK ($(hostname)) is dead; the server is not started:" >&2',
+            f"  {pf[0]} {pre_argv}{server} >&2",
+            "  exit 1",
+            "fi",
+        ]
+    envline = " ".join(f"{k}={q(v)}" for k, v in env.items())
+    if probe_env and "PYTHONPATH" not in prof.env:
+        envline = envline.replace(f"PYTHONPATH={q(probe_env['PYTHONPATH'])}",
+                                  f"PYTHONPATH={q(probe_env['PYTHONPATH'])}\"${{PYTHONPATH:+:$PYTHONPATH}}\"")
+    hdr = LAUNCH_PREFIX + json.dumps(header)
+    cmd = " ".join(q(x) for x in argv).replace(q("@RANK@"), '"$RANK"').replace(q("@ADDR@"), '"$DYNSPEC_DIST_INIT_ADDR"')
+    node += [
+        f"HDR={q(hdr)}",
+        'HDR=${HDR//@NAME@/$NAME}; HDR=${HDR//@RANK@/$RANK}; HDR=${HDR//@ADDR@/$DYNSPEC_DIST_INIT_ADDR}',
+        'printf "%s\\n" "$HDR" >> "$LOG"',
+    ]
+    if prof.workdir:
+        node.append(f"cd {q(records.expand(login, prof.workdir))} || exit 1")
+    node.append(f"exec env {envline} {cmd} >> \"$LOG\" 2>&1" if envline else f"exec {cmd} >> \"$LOG\" 2>&1")
+    return Job(prof.name, jobdir, batch, "\n".join(node) + "\n", logs, list(offsets or [0] * n), pre_files,
+               batch_log, argv)
+
+
+# --------------------------------------------------------------------------------------------------
+# the scheduler's commands (on the login host)
+
+
+class ClusterHost:
+    """The login host, with the profile's SLURM_CONF on every command it runs (sbatch, squeue, ...
+    and the job they submit, which inherits sbatch's environment). Everything else is the host's."""
+
+    def __init__(self, host: Host, conf: Optional[str]):
+        self._host, self._env = host, ({"SLURM_CONF": conf} if conf else {})
+
+    def __getattr__(self, name: str):
+        return getattr(self._host, name)
+
+    def run(self, argv, *, env=None, **kw):
+        return self._host.run(argv, env={**self._env, **(env or {})}, **kw)
+
+    def _start(self, script: str, *, stdin: bool):
+        if self._env:
+            from dynspec_cli.transport import shell
+
+            script = f"SLURM_CONF={shell.quote(self._env['SLURM_CONF'])}; export SLURM_CONF\n{script}"
+        return self._host._start(script, stdin=stdin)
+
+
+def on_cluster(host: Host, conf: Optional[str]):
+    return ClusterHost(host, conf) if conf else host
+
+
+class SlurmError(RunError):
+    """The scheduler refused or could not be asked (one line, with its own message; exit 2)."""
+
+
+def _one_line(res) -> str:
+    text = (res.stderr.decode("utf-8", "replace") + "\n" + res.text).strip()
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return "; ".join(lines[:2]) or f"exit {res.exit_code}"
+
+
+def _run(login: Host, argv: list[str], *, timeout: float = 60):
+    try:
+        return login.run(argv, timeout=timeout)
+    except TransportError as e:
+        raise SlurmError(f"{argv[0]} on {login.name}: {e}") from None
+
+
+def submit(login: Host, job: Job) -> str:
+    """Write the job's files on the login host, `sbatch --parsable`, return the job id."""
+    login.run(["mkdir", "-p", job.jobdir], check=True, timeout=30)
+    for log in job.logs:
+        login.run(["mkdir", "-p", log.rsplit("/", 1)[0] or "/"], check=True, timeout=30)
+    login.write_file(f"{job.jobdir}/job.sbatch", job.batch.encode(), mode=0o755)
+    login.write_file(f"{job.jobdir}/node.sh", job.node_sh.encode(), mode=0o755)
+    res = _run(login, ["sbatch", "--parsable", f"{job.jobdir}/job.sbatch"])
+    if res.exit_code == 127:
+        raise SlurmError(f"sbatch not found on {login.name} (is it the cluster's login host?)")
+    if not res.ok:
+        raise SlurmError(f"sbatch rejected the job: {_one_line(res)}")
+    jid = res.text.strip().split(";")[0].strip()
+    if not jid.isdigit():
+        raise SlurmError(f"sbatch printed no job id: {res.text.strip()[:200]!r}")
+    return jid
+
+
+@dataclass
+class JobState:
+    state: str  # PENDING RUNNING COMPLETED FAILED ... ; GONE once Slurm no longer knows the job
+    reason: str = ""
+    nodelist: str = ""
+    exit_code: str = ""
+
+    @property
+    def ended(self) -> bool:
+        return self.state in ENDED or self.state == "GONE"
+
+    def shown(self) -> str:
+        if self.state in WAITING and self.reason and self.reason != "None":
+            return f"{self.state} ({self.reason})"
+        if self.ended and self.exit_code and self.exit_code != "0:0":
+            return f"{self.state} (exit {self.exit_code})"
+        return self.state
+
+
+def job_state(login: Host, jid: str, timeout: float = 30) -> JobState:
+    """squeue while the job is queued or running, then `scontrol show job` (kept MinJobAge s), then
+    sacct (with accounting); GONE when none of them knows it."""
+    res = _run(login, ["squeue", "-h", "-j", jid, "-o", "%T|%r|%N"], timeout=timeout)
+    line = res.text.strip().splitlines()[0] if res.ok and res.text.strip() else ""
+    if line:
+        st, _, rest = line.partition("|")
+        reason, _, nodes = rest.partition("|")
+        if st not in ENDED:
+            return JobState(st, reason, nodes)
+    res = _run(login, ["scontrol", "show", "job", "-o", jid], timeout=timeout)
+    if res.ok and "JobState=" in res.text:
+        kv = dict(re.findall(r"(\w+)=(\S*)", res.text))
+        return JobState(kv.get("JobState", "UNKNOWN"), kv.get("Reason", ""), kv.get("NodeList", ""),
+                        kv.get("ExitCode", ""))
+    res = _run(login, ["sacct", "-n", "-X", "-P", "-j", jid, "-o", "State,Reason,NodeList,ExitCode"], timeout=timeout)
+    if res.ok and res.text.strip():
+        parts = (res.text.strip().splitlines()[0].split("|") + ["", "", "", ""])[:4]
+        return JobState(parts[0].split()[0] if parts[0] else "UNKNOWN", parts[1], parts[2], parts[3])
+    return JobState("GONE")
+
+
+def queued(login: Host, jid: str) -> bool:
+    """Whether `squeue` still lists the job (pending, running or completing)."""
+    res = _run(login, ["squeue", "-h", "-j", jid, "-o", "%T"], timeout=30)
+    st = res.text.strip()
+    return res.ok and bool(st) and st not in ENDED
+
+
+def cancel(login: Host, jid: str, *, wait: float = 60.0) -> bool:
+    """`scancel` the job and wait until squeue no longer lists it; True once it is gone."""
+    if not queued(login, jid):
+        return True
+    res = _run(login, ["scancel", jid], timeout=30)
+    if not res.ok and "Invalid job id" not in _one_line(res):
+        raise SlurmError(f"scancel {jid}: {_one_line(res)}")
+    end = time.monotonic() + wait
+    while time.monotonic() < end:
+        if not queued(login, jid):
+            return True
+        time.sleep(0.3)
+    return False
+
+
+def hostnames(login: Host, nodelist: str) -> list[str]:
+    if not nodelist or nodelist in ("(null)", "None"):
+        return []
+    res = _run(login, ["scontrol", "show", "hostnames", nodelist], timeout=30)
+    return res.text.split() if res.ok else []
+
+
+def node_addr(login: Host, node: str) -> str:
+    res = _run(login, ["scontrol", "show", "node", "-o", node], timeout=30)
+    m = re.search(r"\bNodeAddr=(\S+)", res.text) if res.ok else None
+    return m.group(1) if m else node
+
+
+def check_partition(login: Host, partition: Optional[str]) -> None:
+    """An unknown partition, in Slurm's own words, before anything is submitted."""
+    if partition is None:
+        return
+    res = _run(login, ["scontrol", "show", "partition", partition], timeout=30)
+    if not res.ok:
+        raise SlurmError(f"partition {partition!r}: {_one_line(res)}")
+
+
+# --------------------------------------------------------------------------------------------------
+# the run record
+
+
+class SlurmRecord(msgspec.Struct):
+    name: str
+    job_id: str
+    login: str
+    jobdir: str
+    nnodes: int
+    logs: list[str]
+    offsets: list[int]
+    preflight_files: list[str]
+    batch_log: str
+    port: int
+    python: str
+    feature: str
+    submitted_at: float
+    patched_class: list[str] = []
+    sglang_version: Optional[str] = None
+    nodes: list[str] = []
+    addrs: list[str] = []
+    dist_init_addr: Optional[str] = None
+    state: Optional[str] = None
+    verdict: Optional[str] = None
+    cancelled_at: Optional[float] = None
+    argv: list[str] = []
+    slurm_conf: Optional[str] = None
+
+
+def record_path(login: Host, name: str) -> str:
+    return f"{records.expand(login, records.RUNS_DIR)}/{name}.slurm.json"
+
+
+def save(login: Host, rec: SlurmRecord) -> None:
+    login.run(["mkdir", "-p", records.expand(login, records.RUNS_DIR)], check=True, timeout=30)
+    login.write_file(record_path(login, rec.name), msgspec.json.encode(rec), mode=0o600)
+
+
+def load_record(login: Host, ref: str) -> Optional[SlurmRecord]:
+    """By run name, or by job id (the newest record of that job)."""
+    try:
+        return msgspec.json.decode(login.read_file(record_path(login, ref)), type=SlurmRecord)
+    except FileNotFoundError:
+        pass
+    except msgspec.DecodeError:
+        return None
+    if ref.isdigit():
+        for rec in reversed(all_records(login)):  # job ids restart with a new cluster: the newest
+            if rec.job_id == ref:
+                return rec
+    return None
+
+
+def all_records(login: Host) -> list[SlurmRecord]:
+    res = login.run(["sh", "-c", 'for f in "$1"/*.slurm.json; do [ -f "$f" ] && cat "$f" && echo; done', "sh",
+                     records.expand(login, records.RUNS_DIR)], timeout=30)
+    out = []
+    for line in res.text.splitlines():
+        if line.strip():
+            try:
+                out.append(msgspec.json.decode(line, type=SlurmRecord))
+            except msgspec.DecodeError:
+                continue
+    return sorted(out, key=lambda r: r.submitted_at)
+
+
+def node_record(rec: SlurmRecord, rank: int) -> records.RunRecord:
+    """A run record for one node's log (what the judging pipeline reads; no pid: Slurm owns the
+    processes, the job state tells whether they run)."""
+    return records.RunRecord(name=f"{rec.name}-n{rank}", host=rec.login, pid=0, pgid=0, argv=rec.argv, env={},
+                             log=rec.logs[rank], log_offset=rec.offsets[rank], port=rec.port,
+                             started_at=rec.submitted_at, feature=rec.feature, patched_class=rec.patched_class,
+                             sglang_version=rec.sglang_version, python=rec.python)
+
+
+def lines_before(login: Host, log: str, offset: int) -> int:
+    from dynspec_cli.run.control import lines_before as lb
+
+    return lb(login, log, offset)
+
+
+# --------------------------------------------------------------------------------------------------
+# launching
+
+
+def prepare(login: Host, sp: SlurmProfile, feature, *, probe: bool, preflight: bool) -> Job:
+    from dynspec_cli.run import control
+    from dynspec_cli.run import probe as probe_setup
+
+    jobdir = records.expand(login, f"~/.dynspec/slurm/{sp.prof.name}-{time.strftime('%Y%m%d-%H%M%S')}")
+    penv = None
+    if probe:
+        targets = probe_setup.probe_targets(feature, None, sp.prof.patched_class or None)
+        if targets:
+            penv = control.probe_env_on(login, sp.prof.python, targets, {"PYTHONPATH": ""})
+            pdir = penv["PYTHONPATH"].split(":")[0]
+            penv["PYTHONPATH"] = ":".join([pdir] + ([sp.prof.env["PYTHONPATH"]] if "PYTHONPATH" in sp.prof.env else []))
+    job = render(login, sp, feature, jobdir=jobdir, probe_env=penv, preflight=preflight)
+    job.offsets = [login.size(log) or 0 for log in job.logs]
+    return job
+
+
+def launch(login: Host, sp: SlurmProfile, feature, job: Job) -> SlurmRecord:
+    check_partition(login, sp.slurm.partition)
+    jid = submit(login, job)
+    rec = SlurmRecord(name=sp.prof.name, job_id=jid, login=login.name, jobdir=job.jobdir, nnodes=sp.slurm.nodes,
+                      logs=job.logs, offsets=job.offsets, preflight_files=job.preflight_files,
+                      batch_log=job.batch_log, port=sp.prof.port, python=sp.prof.python, feature=feature.name,
+                      submitted_at=records.now(), patched_class=list(sp.prof.patched_class),
+                      sglang_version=sp.prof.sglang_version, argv=job.argv, slurm_conf=sp.slurm.conf)
+    save(login, rec)
+    return rec
+
+
+def fill_nodes(login: Host, rec: SlurmRecord, st: JobState) -> None:
+    """Once the job has nodes: their names (rank order) and addresses, and the rendezvous."""
+    if rec.nodes or not st.nodelist:
+        return
+    names = hostnames(login, st.nodelist)
+    if not names:
+        return
+    rec.nodes = names
+    rec.addrs = [node_addr(login, n) for n in names]
+    save(login, rec)
+
+
+# --------------------------------------------------------------------------------------------------
+# watching
+
+HEALTH_AT = r"""
+import sys, urllib.request
+addr, port = sys.argv[1], sys.argv[2]
+last = "unreachable"
+for path in ("/health_generate", "/health"):
+    try:
+        with urllib.request.urlopen(f"http://{addr}:{port}{path}", timeout=5) as r:
+            print(path, r.status); sys.exit(0)
+    except Exception as e:
+        last = f"{path} {getattr(e, 'code', None) or type(e).__name__}"
+print(last)
+"""
+
+
+@dataclass
+class SlurmOutcome:
+    verdict: str
+    exit_code: int
+    why: str  # live | node-dead | node-crashed | stalled | timeout | preflight | job-ended | pending | interrupted
+    message: str
+    states: list
+    job: JobState
+    cancelled: bool = False
+    gone: bool = False  # nothing of the job is queued any more
+    culprit: Optional[int] = None
+    preflight: Optional[list] = None
+    timings: dict = field(default_factory=dict)  # seconds from the start of watching (just after sbatch)
+
+    def to_json(self, rec: SlurmRecord) -> dict[str, Any]:
+        nodes = []
+        for s in self.states:
+            nodes.append({"rank": s.rank, "host": s.host, "name": s.name, "verdict": s.verdict, "phase": s.phase,
+                          "ready": s.ready, "health": s.health, "evidence": s.evidence, "why": s.why,
+                          "stalled": s.stalled, "error": s.error, "log": rec.logs[s.rank],
+                          "detail": s.v.to_json() if s.v is not None else None})
+        return {"name": rec.name, "job_id": rec.job_id, "job_state": self.job.state, "job_reason": self.job.reason,
+                "nodes_allocated": rec.nodes, "node_addrs": rec.addrs, "verdict": self.verdict,
+                "exit_code": self.exit_code, "why": self.why, "culprit": self.culprit, "message": self.message,
+                "cancelled": self.cancelled, "gone": self.gone, "nodes": nodes, "preflight": self.preflight,
+                "timings": self.timings}
+
+
+class JobWatch:
+    """The job's state, polled in one thread for every node's loop."""
+
+    def __init__(self, login: Host, jid: str, every: float = 0.5):
+        self.login, self.jid, self.every = login, jid, every
+        self.state = JobState("UNKNOWN")
+        self.lock = threading.Lock()
+        self.error: Optional[str] = None
+
+    def poll(self) -> JobState:
+        try:
+            st = job_state(self.login, self.jid)
+            self.error = None
+        except SlurmError as e:
+            self.error = str(e)
+            return self.state
+        with self.lock:
+            self.state = st
+        return st
+
+
+def _watch_node(login: Host, rec: SlurmRecord, rank: int, feature, state, jw: JobWatch, stop: threading.Event,
+                stall_timeout: float, on_change: Callable[[], None]) -> None:
+    from dynspec_cli.run.group import _evidence
+    from dynspec_cli.run.watch import stalled
+    from dynspec_cli.verdict.pipeline import Pipeline, judge_stream
+
+    nrec = node_record(rec, rank)
+    pipe = Pipeline.for_record(nrec, feature)
+    first_data: list[float] = []
+
+    def publish(v) -> None:
+        if not first_data and pipe.consumed > nrec.log_offset:
+            first_data.append(time.monotonic())
+            state.first_data = first_data[0]
+        state.v, state.verdict = v, v.verdict
+        state.phase = "ready" if v.server_ready else ((v.launch or {}).get("phase") or "args")
+        state.evidence = _evidence(pipe, v)[:300]
+        on_change()
+
+    def on_tick(v, quiet):
+        if stop.is_set():
+            state.why = "stopped"
+            return v
+        if pipe.consumed > nrec.log_offset and not first_data:
+            first_data.append(time.monotonic())
+            state.first_data = first_data[0]
+        st = jw.state
+        if st.ended:
+            state.why = "exited"
+            time.sleep(0.3)
+            from dynspec_cli.run.watch import drain
+
+            drain(login, nrec, pipe)
+            return pipe.final(exited=True)
+        if rank == 0 and not state.ready and v.verdict == "live" and pipe.decided(v) and v.server_ready and rec.addrs:
+            try:
+                res = login.run_python(login.python, HEALTH_AT, [rec.addrs[0], str(rec.port)], timeout=30)
+                text = res.text.strip()
+            except TransportError:
+                text = ""
+            state.health = text or None
+            if text.endswith(" 200"):
+                state.ready = True
+                publish(v)
+        # a node is stalled only once the job runs (pending time is the scheduler's, not the server's)
+        if first_data and stall_timeout and not (v.verdict == "live" and pipe.decided(v)) and quiet >= stall_timeout:
+            state.stalled, state.why = True, "stalled"
+            return stalled(pipe, v, quiet, f"node {rank} ({rec.nodes[rank] if rank < len(rec.nodes) else '?'})")
+        return None
+
+    events = login.follow(nrec.log, nrec.log_offset)
+    try:
+        v, why = judge_stream(events, pipe, on_update=publish, on_tick=on_tick,
+                              decided=lambda v: v.verdict in ("dead", "crashed"), tick_every=0.5)
+        state.why = state.why or why
+        publish(v)
+    except BaseException as e:  # noqa: BLE001 - one node's loop must not end the others silently
+        state.error = f"{type(e).__name__}: {e}"
+        state.why = "error"
+    finally:
+        close = getattr(events, "close", None)
+        if close is not None:
+            try:
+                close()
+            except Exception:  # noqa: BLE001
+                pass
+        state.done = True
+        on_change()
+
+
+def read_preflight(login: Host, rec: SlurmRecord) -> list[Optional[dict]]:
+    out: list[Optional[dict]] = []
+    for f in rec.preflight_files:
+        try:
+            out.append(json.loads(login.read_file(f)))
+        except (FileNotFoundError, ValueError, PermissionError):
+            out.append(None)
+    return out
+
+
+def watch(login: Host, rec: SlurmRecord, feature, *, timeout: Optional[float], pending_timeout: Optional[float],
+          stall_timeout: float, keep: bool, on_change: Callable[[SlurmRecord, JobState, list], None] | None = None
+          ) -> SlurmOutcome:
+    """Every node's log judged (group verdict: live only when every node is) beside the job's state.
+    Dead/crashed/stalled/timeout: scancel and confirm the job gone, unless `keep`. KeyboardInterrupt
+    propagates (the caller cancels or detaches)."""
+    from dynspec_cli.run.group import NodeState, _decide
+
+    jw = JobWatch(login, rec.job_id)
+    states = [NodeState(r, "?", f"{rec.name}-n{r}") for r in range(rec.nnodes)]
+    stop = threading.Event()
+    changed = threading.Event()
+    threads: list[threading.Thread] = []
+    t0 = time.monotonic()
+    started: Optional[float] = None
+    outcome: Optional[SlurmOutcome] = None
+    last_shown = None
+    try:
+        while outcome is None:
+            st = jw.poll()
+            if st.state not in WAITING and st.state != "UNKNOWN" and not threads:
+                fill_nodes(login, rec, st)
+                for s in states:
+                    s.host = rec.nodes[s.rank] if s.rank < len(rec.nodes) else "?"
+                started = time.monotonic()
+                for s in states:
+                    s.first_data = None
+                threads = [threading.Thread(target=_watch_node, daemon=True, name=f"dynspec-slurm-n{r}",
+                                            args=(login, rec, r, feature, states[r], jw, stop, stall_timeout,
+                                                  changed.set)) for r in range(rec.nnodes)]
+                for t in threads:
+                    t.start()
+            if (st.shown(), [s.verdict for s in states], states[0].ready) != last_shown and on_change is not None:
+                last_shown = (st.shown(), [s.verdict for s in states], states[0].ready)
+                on_change(rec, st, states)
+            pre = read_preflight(login, rec) if threads or st.ended else []
+            dead_pre = [(r, p) for r, p in enumerate(pre) if p and p.get("verdict") == "dead"]
+            if dead_pre:
+                r, p = dead_pre[0]
+                first = next((f for f in p.get("findings") or [] if f.get("severity") == "error"), None)
+                msg = f"preflight on node {r} ({states[r].host}) is dead" + (
+                    f": {first['code']} {first['message']}" if first else "") + "; the server was not started"
+                outcome = SlurmOutcome("dead", 1, "preflight", msg, states, st, culprit=r, preflight=pre)
+                break
+            if threads:
+                g = _decide(states)
+                if g is not None:
+                    outcome = SlurmOutcome(g.verdict, g.exit_code, g.why, g.message, states, st, culprit=g.culprit)
+                    break
+                if st.ended and all(s.done for s in states):
+                    outcome = _ended(states, st)
+                    break
+            elif st.ended:
+                outcome = _ended(states, st)
+                break
+            now = time.monotonic()
+            if started is None and pending_timeout is not None and now - t0 >= pending_timeout:
+                outcome = SlurmOutcome("inconclusive", 2, "pending",
+                                       f"job {rec.job_id} still {st.shown()} after {pending_timeout:g}s", states, st)
+                break
+            if timeout is not None and now - (started or t0) >= timeout:
+                outcome = SlurmOutcome("inconclusive", 3, "timeout", "timed out: " + "; ".join(
+                    f"node {s.rank} {s.verdict} in {s.phase}" for s in states), states, st)
+                break
+            changed.wait(0.5 if threads else jw.every)
+            changed.clear()
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(10)
+    if outcome.preflight is None and threads:
+        outcome.preflight = read_preflight(login, rec)
+    firsts = [getattr(s, "first_data", None) for s in states]
+    outcome.timings = {"to_running": None if started is None else round(started - t0, 3),
+                       "to_first_log": round(min(f for f in firsts if f) - t0, 3) if any(firsts) else None,
+                       "to_verdict": round(time.monotonic() - t0, 3)}
+    if outcome.verdict != "live" and not keep:
+        outcome.cancelled = queued(login, rec.job_id)
+        outcome.gone = cancel(login, rec.job_id)
+        if outcome.cancelled:
+            rec.cancelled_at = records.now()
+    else:
+        outcome.gone = not queued(login, rec.job_id)
+    outcome.job = jw.poll()
+    if on_change is not None:
+        on_change(rec, outcome.job, states)
+    rec.verdict, rec.state = outcome.verdict, outcome.job.state
+    save(login, rec)
+    return outcome
+
+
+def _ended(states, st: JobState) -> SlurmOutcome:
+    from dynspec_cli.run.group import group_verdict
+
+    gv = group_verdict([s.verdict for s in states])
+    if st.state == "COMPLETED":
+        return SlurmOutcome(gv if gv != "live" else "inconclusive", 3 if gv != "dead" else 1, "job-ended",
+                            f"the job ended {st.shown()} before the verdict", states, st)
+    return SlurmOutcome("crashed" if gv != "dead" else "dead", 4 if gv != "dead" else 1, "job-ended",
+                        f"the job ended {st.shown()} before every node was live", states, st)
+
+
+# --------------------------------------------------------------------------------------------------
+# nothing orphaned when dynspec itself is killed
+
+GUARD = 'IFS= read -r line; [ "$line" = release ] || scancel "$1" >/dev/null 2>&1'
+
+
+class Guard:
+    """A shell on the login host holding the other end of a pipe from dynspec: if dynspec dies
+    (SIGKILL, a dropped SSH connection) the pipe closes unread and the guard cancels the job; a
+    deliberate hand-over (live, --detach, --keep, --no-watch) writes `release` first. Its own
+    process group: a Ctrl-C at the terminal does not reach it."""
+
+    def __init__(self, login: Host, jid: str):
+        from dynspec_cli.transport import shell
+
+        self.proc = login._start(shell.command(["sh", "-c", GUARD, "sh", jid]), stdin=True)
+
+    def release(self) -> None:
+        try:
+            self.proc.write(b"release\n")
+            self.proc.close_stdin()
+            self.proc.wait(10)
+        except (OSError, TransportError):
+            pass
+        finally:
+            self.proc.kill()
+
+    def fire(self) -> None:
+        """Cancel through the guard (the caller also cancels and confirms it)."""
+        try:
+            self.proc.close_stdin()
+            self.proc.wait(10)
+        except (OSError, TransportError):
+            pass
+        finally:
+            self.proc.kill()
