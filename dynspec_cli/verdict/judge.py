@@ -78,6 +78,7 @@ class Launch:
     env_set: dict[str, Line] = field(default_factory=dict)
     warnings: list[Observation] = field(default_factory=list)
     markers: list[Observation] = field(default_factory=list)
+    feature_dead: list[Observation] = field(default_factory=list)
     ready: Optional[Line] = None
     crash: Optional[Crash] = None
     flag_rejected: Optional[Line] = None
@@ -253,6 +254,9 @@ class Judge:
     def _on_marker(self, la: Launch, obs: Observation) -> None:
         la.markers.append(obs)
 
+    def _on_feature_dead(self, la: Launch, obs: Observation) -> None:
+        la.feature_dead.append(obs)
+
     def _on_probe(self, la: Launch, obs: Observation) -> None:
         ev = obs.data.get("event")
         if ev is None:  # not an event of the probe's schema
@@ -387,7 +391,7 @@ class Judge:
             return self._empty()
         j = Judging(la)
         for step in (self.step_release, self.step_speculation, self.step_flag, self.step_worker,
-                     self.step_settings, self.step_marker, self.step_probe, self.step_threshold,
+                     self.step_settings, self.step_feature_dead, self.step_marker, self.step_probe, self.step_threshold,
                      self.step_ready, lambda j: self.step_crash(j, at_eof=at_eof, quiet_for=quiet_for),
                      self.step_decide):
             step(j)
@@ -503,6 +507,13 @@ class Judge:
                 j.add("DS106", "sglang fell back to the V1 worker because speculative_eagle_topk > 1.", line=o.line)
             if o.id == "spec-v2-topk-error":
                 j.add("DS107", "argument resolution raised: spec v2 supports only topk = 1 on this release.", line=o.line)
+
+    def step_feature_dead(self, j: "Judging") -> None:
+        """sglang switched the feature off itself (a `dead_when` line of the feature file)."""
+        if j.la.feature_dead:
+            o = j.la.feature_dead[0]
+            why = o.data.get("reason")
+            j.add("DS112", f"sglang disabled {self.feature.name}" + (f": {why}." if why else "."), line=o.line, clip=False)
 
     def step_marker(self, j: "Judging") -> None:
         """The feature's marker: in this launch, on every rank, or only in an earlier launch."""
