@@ -46,7 +46,9 @@ TOPIC_BYTES = re.compile(TOPIC.pattern.encode())  # on lower-cased bytes
 DOWNGRADE = re.compile(r"disabl|ignor|remov|overrid|fall(?:ing|s)? ?back|fallback|turn(?:ed|ing)? off|reset to"
                        r"|\bforc(?:e|ed|ing)\b|no longer|deprecat", re.I)
 PREFILTER = re.compile(rb"disabl|ignor|remov|overrid|fall|turn|reset|forc|no longer|deprecat")  # on lower-cased bytes
+DOWNGRADE_BYTES = re.compile(DOWNGRADE.pattern.encode())  # on lower-cased bytes
 FIELD = "{}"
+_PERCENT = re.compile(r"%[-#0 +]*\d*(?:\.\d+)?[sdrfgixX]")
 
 
 @dataclass(frozen=True)
@@ -83,7 +85,7 @@ def message(node: ast.AST, names: dict[str, ast.AST]) -> Optional[tuple[str, str
         return None
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
         a = message(node.left, names)
-        return (a[0], re.sub(r"%[-#0 +]*\d*(?:\.\d+)?[sdrfgixX]", FIELD, a[1])) if a else None
+        return (a[0], _PERCENT.sub(FIELD, a[1])) if a else None
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "format":
         a = message(node.func.value, names)
         return (a[0], re.sub(r"\{[^{}]*\}", FIELD, a[0])) if a else None
@@ -135,6 +137,12 @@ def _local_names(node: ast.AST, parents: dict) -> dict[str, ast.AST]:
     return names
 
 
+def _near(low: bytes, reach: int = 400) -> bool:
+    """A downgrade word with a topic word close by: only such files are parsed (parsing is what
+    costs; most files that say "disable" say nothing speculative near it)."""
+    return any(TOPIC_BYTES.search(low, max(0, m.start() - reach), m.end() + reach) for m in DOWNGRADE_BYTES.finditer(low))
+
+
 _SEEN: dict[tuple[str, bytes], list[Call]] = {}  # (file, sha1 of its text) -> calls: releases share most files
 
 
@@ -142,7 +150,7 @@ def calls_in_source(rel: str, source: bytes) -> list[Call]:
     """Every logging call in one file whose message is about a speculative/overlap option being
     downgraded."""
     low = source.lower()
-    if not (PREFILTER.search(low) and TOPIC_BYTES.search(low)):
+    if not (PREFILTER.search(low) and TOPIC_BYTES.search(low) and _near(low)):
         return []
     key = (rel, hashlib.sha1(source).digest())
     if key not in _SEEN:
@@ -168,6 +176,8 @@ def _calls_in_source(rel: str, source: bytes) -> list[Call]:
             if m is None:
                 continue
             text, tmpl = m
+            if len(node.args) > 1 and func != "print":  # logger.x("... %s", value): lazy %-formatting
+                tmpl = _PERCENT.sub(FIELD, tmpl)
             if TOPIC.search(text) and DOWNGRADE.search(text):
                 parents = parents or _parents(tree)
                 conds = _conditions(node, parents)
