@@ -181,6 +181,7 @@ class Judge:
         self.k = knowledge
         self.feature = feature
         self.patched = patched_classes or [p.cls for p in feature.patch]
+        self.patched_methods = {p.cls: p.function for p in feature.patch}  # class -> the patched method
         self.pinned = sglang_version
         self.pinned_mask = knowledge.mask_of(sglang_version) if sglang_version else None
         self.launches: list[Launch] = []
@@ -391,7 +392,7 @@ class Judge:
             return self._empty()
         j = Judging(la)
         for step in (self.step_release, self.step_speculation, self.step_flag, self.step_worker,
-                     self.step_settings, self.step_feature_dead, self.step_marker, self.step_probe, self.step_threshold,
+                     self.step_method, self.step_settings, self.step_feature_dead, self.step_marker, self.step_probe, self.step_threshold,
                      self.step_ready, lambda j: self.step_crash(j, at_eof=at_eof, quiet_for=quiet_for),
                      self.step_decide):
             step(j)
@@ -459,7 +460,8 @@ class Judge:
             if la.overlap is not None or j.algos:
                 seen = {o.id for o in la.warnings}
                 analysis = workers.analyze(k, mask, j.algos, la.overlap, la.multi_layer, self.patched,
-                                           fits=lambda v, a: all(k.warning_fits(v, a, w) for w in seen))
+                                           fits=lambda v, a: all(k.warning_fits(v, a, w) for w in seen),
+                                           methods=self.patched_methods)
                 worker["candidates"] = sorted({c.cls for c in analysis.candidates})
                 if analysis.display:
                     worker["class"] = analysis.display.cls
@@ -507,6 +509,18 @@ class Judge:
                 j.add("DS106", "sglang fell back to the V1 worker because speculative_eagle_topk > 1.", line=o.line)
             if o.id == "spec-v2-topk-error":
                 j.add("DS107", "argument resolution raised: spec v2 supports only topk = 1 on this release.", line=o.line)
+
+    def step_method(self, j: "Judging") -> None:
+        """The patched class is in the MRO, but an override on the way never calls the patched method."""
+        a = j.analysis
+        if a is None or not a.candidates or j.la.markers or len(a.method_blocked) != len(a.candidates):
+            return
+        patched, method, by = next(iter(a.method_blocked.values()))
+        running = " / ".join(sorted({c.cls for c in a.method_blocked}))
+        j.add("DS211", f"this launch runs {running}: {by}.{method} does not call {patched}.{method} "
+                       f"(sglang {j.version_text or self.k.span(j.mask)}), so the patch in it never runs.",
+              line=j.la.overlap_line or j.la.algorithm_line or j.la.first,
+              fix=f"Put the patch in {by}.{method} (or in a method {by} does call).")
 
     def step_feature_dead(self, j: "Judging") -> None:
         """sglang switched the feature off itself (a `dead_when` line of the feature file)."""
