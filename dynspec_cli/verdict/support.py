@@ -37,18 +37,22 @@ def rules_for(k: Knowledge, feature: Feature, version: str) -> list[SupportRule]
 def predict(k: Knowledge, feature: Feature, version: str, fv: dict[str, Any], algorithm: Optional[str],
             overlap: Optional[bool]) -> list[Finding]:
     """DS112 when the release's rules switch the requested feature off; nothing when it is not
-    requested, has no rules, or an earlier rule cannot be decided from the flags."""
+    requested, has no rules, or no rule fails. A rule the flags cannot decide (the platform, an
+    unset topk) does not save a later rule that fails: the feature is off either way, only the
+    logged reason may be the earlier one."""
     if not feature.support or feature.flag is None or not fv.get(feature.flag.name):
         return []
     if feature.versions and not k.mask(feature.versions) & k.mask_of(version):
         return []  # the flag itself is missing: DS101 says so
+    undecided: list[str] = []
     for rule in rules_for(k, feature, version):
         verdict = unsupported(rule, fv, algorithm, overlap)
         if verdict is None:
-            return []  # sglang checks this one first, and the flags do not say how it ends
-        if verdict:
+            undecided.append(rule.check)
+        elif verdict:
             value = algorithm if rule.flag == "--speculative-algorithm" else fv.get(rule.flag)
             reason = rule.reason.replace("{}", str(value), 1) if value is not None else rule.reason
+            earlier = f"; sglang checks {', '.join(undecided)} first, which may be the reason it logs" if undecided else ""
             return [Finding("DS112", f"sglang {version} will switch {feature.name} off: {reason} "
-                                     f"(check {rule.check}).")]
+                                     f"(check {rule.check}{earlier}).")]
     return []

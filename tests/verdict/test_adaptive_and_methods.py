@@ -102,10 +102,20 @@ def test_preflight_no_fallback(version, extra):
 
 def test_preflight_unset_topk_is_unknown_before_0_5_14_and_fine_after():
     flags = ["--speculative-algorithm", "EAGLE", "--speculative-adaptive", "--enable-pdmux"]
-    # 0.5.13: `speculative_eagle_topk != 1` is checked before pdmux, on a value resolution chose
-    assert "DS112" not in pre("0.5.13", *flags)[1]
+    # 0.5.13: `speculative_eagle_topk != 1` is checked before pdmux on a value resolution chose:
+    # dead either way, but the logged reason may be the topk one
+    msg = pre("0.5.13", *flags)[1]["DS112"]
+    assert "enable_pdmux" in msg and "speculative_eagle_topk first" in msg
     # 0.5.14: `is not None and != 1`, so an unset topk passes and pdmux is the reason
-    assert "enable_pdmux" in pre("0.5.14", *flags)[1]["DS112"]
+    msg = pre("0.5.14", *flags)[1]["DS112"]
+    assert "enable_pdmux" in msg and "first" not in msg
+    # unset topk alone decides nothing on 0.5.13
+    assert "DS112" not in pre("0.5.13", "--speculative-algorithm", "EAGLE", "--speculative-adaptive")[1]
+
+
+def test_preflight_0_5_23_platform_check_does_not_hide_a_later_reason():
+    msg = pre("0.5.23", *BASE, "--enable-two-batch-overlap")[1]["DS112"]
+    assert "enable_two_batch_overlap=True is not supported" in msg and "platform_worker_cls first" in msg
 
 
 # --- method-level reachability ----------------------------------------------------------------
