@@ -149,3 +149,16 @@ def test_preflight_standalone_v2_patch_in_eagle_v2_init_is_dead():
     f["marker"]["hits"][0]["function"] = "forward_batch_generation"
     verdict, found = pre("0.5.20", *flags, feature=None, f=f)
     assert verdict == "reachable" and "DS211" not in found, found
+
+
+def test_tiers_table_shows_where_speculation_stops():
+    from dynspec_cli.knowledge.sglang import knowledge
+    from dynspec_cli.report import tiers
+
+    f, k = load_feature(ADAPTIVE), knowledge()
+    # 0.5.20 adaptive_spec_params.py DEFAULT_ADAPTIVE_CONFIG: "1": [1, 3, 5, 7], "8": [0, 1, 3],
+    # "32": [0, 1], "64": [0]
+    assert tiers.tiers_of(k, f, "0.5.20") == {1: [1, 3, 5, 7], 8: [0, 1, 3], 32: [0, 1], 64: [0]}
+    text = tiers.render(k, f, "0.5.20")
+    assert [ln.split()[-1] for ln in text.splitlines()[2:]] == ["always", "sometimes", "sometimes", "never"]
+    assert tiers.tiers_of(k, f, "0.5.10") is None
