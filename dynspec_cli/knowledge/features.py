@@ -124,4 +124,4 @@ def load_feature(name_or_path: str | None) -> Feature:
 
     if not path.is_file():
         return build()  # the error names the problem
-    return cached("feature", [path.resolve()], build)
+    return cached("feature", [path.resolve(), Path(__file__)], build)  # this file defines what is pickled
