@@ -42,10 +42,10 @@ LOG_FUNCS = {"print", "warn", "print_warning_once", "log_info_on_rank0", "print_
 TOPIC = re.compile(r"specul|\bspec\b|spec[ _]?v[12]|eagle|draft|overlap|ngram|dflash|mtp|standalone|adaptive", re.I)
 TOPIC_BYTES = re.compile(TOPIC.pattern.encode())  # on lower-cased bytes
 # What happens to it: disabled, ignored, removed, overridden, falling back (and the words sglang
-# uses for the same: turned off, reset to, forced, not supported ... using).
+# uses for the same: turned off, reset to, forced, no longer, not implemented, "X is used because").
 DOWNGRADE = re.compile(r"disabl|ignor|remov|overrid|fall(?:ing|s)? ?back|fallback|turn(?:ed|ing)? off|reset to"
-                       r"|\bforc(?:e|ed|ing)\b|no longer|deprecat", re.I)
-PREFILTER = re.compile(rb"disabl|ignor|remov|overrid|fall|turn|reset|forc|no longer|deprecat")  # on lower-cased bytes
+                       r"|\bforc(?:e|ed|ing)\b|no longer|deprecat|not implemented|(?:is|are) used\b.{0,80}\bbecause", re.I)
+PREFILTER = re.compile(rb"disabl|ignor|remov|overrid|fall|turn|reset|forc|no longer|deprecat|not implemented|because")  # on lower-cased bytes
 DOWNGRADE_BYTES = re.compile(DOWNGRADE.pattern.encode())  # on lower-cased bytes
 FIELD = "{}"
 _PERCENT = re.compile(r"%[-#0 +]*\d*(?:\.\d+)?[sdrfgixX]")
