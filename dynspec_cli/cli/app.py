@@ -20,6 +20,8 @@ from dynspec_cli.cli.options import out as _out
 
 EXIT_CODES = """Exit codes: 0 live / reachable · 1 dead (the patched code cannot or did not run) · 2 bad input · 3 inconclusive / unknown · 4 crashed."""
 
+PREFLIGHT_EXIT_CODES = "Exit codes: 0 reachable · 1 dead (the patched code cannot run with this sglang, env and flags) · 2 bad input · 3 unknown."
+
 app = typer.Typer(
     name="dynspec",
     help="Is my SGLang patch live? Evidence-backed, version-aware verdicts for patched speculative decoding.\n\n" + EXIT_CODES,
@@ -82,19 +84,19 @@ def demo(
     raise typer.Exit(run_demo(speed=speed, json_out=json_out))
 
 
-@app.command(epilog=EXIT_CODES + " Preflight: 0 reachable, 1 dead, 3 unknown.",
+@app.command(epilog=PREFLIGHT_EXIT_CODES,
              context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def preflight(
     ctx: typer.Context,
     profile: Optional[str] = typer.Argument(None, help="Profile (.toml path or bundled name); its host, python, env and flags are used. Server flags can also follow `--`."),
     host: Optional[str] = typer.Option(None, "--host", help="Where the server will run (default: the profile's, else local)."),
     python: Optional[str] = typer.Option(None, "--python", help="The interpreter that will run the server (default: python3 on the host)."),
-    env: Optional[List[str]] = typer.Option(None, "--env", help="K=V of the server's environment (repeatable)."),
-    feature: Optional[str] = typer.Option(None, "--feature"),
+    env: Optional[List[str]] = typer.Option(None, "--env", help="K=V of the server's environment (repeatable); K alone takes its value from this shell, so a secret stays off every command line."),
+    feature: Optional[str] = typer.Option(None, "--feature", help="Bundled feature name or path to a feature .toml (default: the profile's, else dynamic-spec-disable)."),
     patch: Optional[str] = typer.Option(None, "--patch", help="The unified diff you applied (hunks -> files, lines, functions)."),
-    patched_class: Optional[List[str]] = typer.Option(None, "--patched-class"),
+    patched_class: Optional[List[str]] = typer.Option(None, "--patched-class", help="Class holding the patch (repeatable); default: where the marker is found, else the feature's typical location."),
     dynamic: bool = typer.Option(False, "--dynamic", help="Also run sglang's own argument resolution on the host (imports sglang: ~5 s)."),
-    json_out: bool = typer.Option(False, "--json"),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of the report."),
     ssh_config: SshConfig = None,
     known_hosts: KnownHosts = None,
     accept_new_host_key: AcceptNewHostKey = False,
@@ -123,7 +125,7 @@ def launch(
     no_preflight: bool = typer.Option(False, "--no-preflight", help="Skip the preflight check before starting."),
     no_probe: bool = typer.Option(False, "--no-probe", help="Do not inject the in-server probe (the server is left untouched)."),
     timeout: Optional[float] = typer.Option(None, "--timeout", help="Give up watching after this many seconds (default: the profile's ready_timeout)."),
-    json_out: bool = typer.Option(False, "--json"),
+    json_out: bool = typer.Option(False, "--json", help="Print JSON (the preflight result, then the run and its verdict) instead of the live report."),
     ssh_config: SshConfig = None,
     known_hosts: KnownHosts = None,
     accept_new_host_key: AcceptNewHostKey = False,

@@ -22,5 +22,6 @@ def known_errors() -> tuple:
     from dynspec_cli.prove.plan import PlanError
     from dynspec_cli.run.control import RunError
     from dynspec_cli.transport import TransportError
+    from dynspec_cli.verdict.preflight import InterpreterError
 
-    return ConfigError, LogError, UsageError, RunError, TransportError, PlanError
+    return ConfigError, LogError, UsageError, RunError, TransportError, PlanError, InterpreterError

@@ -12,8 +12,8 @@ def run_preflight(profile: Optional[str] = None, extra: Sequence[str] = (), *, h
                   accept_new_host_key: bool = False) -> int:
     """The whole command: inspect, judge, print the report (or JSON), return the exit code.
     `extra` are the sglang server flags (what follows `--`)."""
-    from dynspec_cli.cli import runs
-    from dynspec_cli.cli.errors import UsageError, known_errors, report
+    from dynspec_cli.cli import checks, runs
+    from dynspec_cli.cli.errors import known_errors, report
     from dynspec_cli.knowledge.features import load_feature
     from dynspec_cli.run.profiles import load_profile, with_overrides
     from dynspec_cli.verdict import preflight as pf
@@ -21,6 +21,7 @@ def run_preflight(profile: Optional[str] = None, extra: Sequence[str] = (), *, h
     extra = list(extra)
     patched = list(patched_class) if patched_class else None
     try:
+        env = [checks.env_item(item) for item in env or []]
         if profile is not None and profile.startswith("--"):  # typer's reading of `preflight -- --flag ...`
             extra.insert(0, profile)
             profile = None
@@ -28,32 +29,23 @@ def run_preflight(profile: Optional[str] = None, extra: Sequence[str] = (), *, h
             prof = with_overrides(load_profile(profile), host=host, env=list(env) if env else None)
             flags = prof.argv()[3:] + extra
             target_spec, py, env_map = prof.host, python or prof.python, dict(prof.env)
+            module = prof.module
             feat = load_feature(feature or prof.feature)
             classes = patched or prof.patched_class or None
         else:
             target_spec, py, feat, classes = host or "local", python or "python3", load_feature(feature), patched
-            env_map = {}
-            for item in env or []:
-                k, eq, v = item.partition("=")
-                if not eq or not k:
-                    raise UsageError(f"--env {item!r}: expected NAME=VALUE")
-                env_map[k] = v
+            module = "sglang.launch_server"
+            env_map = dict(item.split("=", 1) for item in env)
             flags = extra
-        diff = None
-        if patch is not None:
-            try:
-                with open(patch, encoding="utf-8") as fh:
-                    diff = fh.read()
-            except OSError as e:
-                raise UsageError(f"{patch}: cannot read the diff: {e.strerror}")
+        checks.python_path(py)
+        if profile is not None:
+            checks.sglang_version(prof.sglang_version, f"{prof.source}: sglang_version")
+        diff = checks.read_diff(patch) if patch is not None else None
         with runs.open_target(target_spec, ssh_config, known_hosts, accept_new_host_key, py) as target:
             result = pf.run(target, py, feat, flags, env_map, patched=classes, patch_diff=diff, dynamic=dynamic)
         if result["patched"]:
-            from dynspec_cli.run import probe as probe_setup
-
-            # for servers started by hand (the probe folder must exist on that host: dynspec launch copies it)
-            result["probe_command"] = probe_setup.one_liner(
-                probe_setup.probe_targets(feat, result, classes), command=[py, "-m", "sglang.launch_server", *flags])
+            result.update(_start_command(feat, result, classes, [py, "-m", module, *flags], env_map, target_spec,
+                                         ssh_config))
     except known_errors() as e:
         return report(str(e))
     if json_out:
@@ -65,3 +57,20 @@ def run_preflight(profile: Optional[str] = None, extra: Sequence[str] = (), *, h
 
         render_preflight(result)
     return result["exit_code"]
+
+
+def _start_command(feat, result, classes, argv, env, target_spec, ssh_config) -> dict:
+    """For servers started by hand: the exact judged server, with the probe, on the host named."""
+    import re
+
+    from dynspec_cli import inject, probe_setup
+    from dynspec_cli.run.manual import start_command
+
+    remote, port = None if target_spec in ("", "local") else target_spec, None
+    if remote and (m := re.fullmatch(r"(.+):(\d+)", remote)):  # user@host:port
+        remote, port = m.group(1), m.group(2)
+    cmd = start_command(argv, env, probe_setup.probe_config(probe_setup.probe_targets(feat, result, classes)),
+                        local_probe_dir=str(inject.script("probe")), remote=remote, port=port, ssh_config=ssh_config,
+                        probe_files=probe_setup.probe_files() if remote else None)
+    return {"probe_command": cmd.line, "probe_command_needs": cmd.needs, "probe_dir": cmd.probe_dir,
+            "probe_copy": cmd.copy}

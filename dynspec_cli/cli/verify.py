@@ -9,12 +9,14 @@ def run_verify(log: str, *, json_out: bool = False, follow: bool = False, timeou
                feature: Optional[str] = None, patched_class: Optional[Sequence[str]] = None,
                sglang_version: Optional[str] = None) -> int:
     """The whole command: judge, print the report (or JSON), return the exit code."""
+    from dynspec_cli.cli import checks
     from dynspec_cli.cli.errors import UsageError, known_errors, report
     from dynspec_cli.knowledge.features import load_feature
 
     patched = list(patched_class) if patched_class else None
     try:
         feat = load_feature(feature)
+        sglang_version = checks.sglang_version(sglang_version)
         if timeout is not None and timeout <= 0:
             raise UsageError("--timeout must be a positive number of seconds")
         from dynspec_cli.verdict import pipeline

@@ -2,7 +2,8 @@
 
 Real logs carry more than sglang's own `[date time( DPn)( TPn)...] message`: bare lines from
 before logging is configured (< 0.5.11), wrappers added by the user's environment (docker
-compose `svc  | `, Kubernetes CRI `...Z stderr F `, Ray `(Worker pid=..)`), logging's default
+compose `svc  | `, Kubernetes CRI `...Z stderr F `, Ray `(Worker pid=..)`, pm2 `3|app  | `, journald,
+log-viewer exports, Markdown quote marks and inline-code backticks of pasted logs), logging's default
 `WARNING:sglang.srt.server_args:` form, level/file tags such as `WARNING server_args.py:2386:`,
 ANSI colours, CRLF, tqdm fragments glued to a line with `\\r`, invalid UTF-8."""
 from __future__ import annotations
@@ -20,7 +21,22 @@ _WRAPPERS = (
     re.compile(r"^\((?:[\w.]+ )?pid=\d+(?:, ip=[\d.:a-fA-F]+)?\) ?"),
     # docker logs --timestamps: 2026-02-27T19:49:17.123456789Z msg
     re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z "),
+    # pm2: 3|qwen  | msg
+    re.compile(r"^\d+\|[\w.@-]+\s*\| ?"),
+    # a log viewer's table export (Grafana/Loki), often quoted: >  \t \t2025-03-11 09:51:41.193\tmsg\t
+    re.compile(r"^>?\s*\t \t\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?\t"),
+    # Markdown quote mark of a pasted log: > msg
+    re.compile(r"^> ?(?=\S)"),
+    # inline-code backtick glued to the first line of a paste: `[2025-04-11 ...] msg
+    re.compile(r"^`+(?=\S)"),
+    # journald / syslog: Jul 10 03:06:31 host python3[1234]: msg
+    re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d [\w.-]+ [\w.@/-]+(?:\[\d+\])?: "),
+    # sglang's prefix with its "[" lost in a paste: 2026-01-13 04:50:49 DP3 TP3] msg
+    re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d{1,6})?(?: [A-Z_]+\d+)*\] "),
+    # sglang's short prefix (multimodal_gen and some entry points): [12-16 14:27:08] msg
+    re.compile(r"^\[\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?\] ?"),
 )
+_WRAPPER = re.compile("|".join(f"(?:{w.pattern})" for w in _WRAPPERS))  # the first that matches, in one scan
 _SGLANG_PREFIX = re.compile(
     r"^\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d{1,6})?)(?P<tags>(?: [A-Z_]+\d+)*)\] ?"
 )
@@ -82,11 +98,9 @@ def parse_message(segment: str) -> tuple[str, str | None, dict[str, int]]:
                         ranks[tm.group(1)] = int(tm.group(2))
             s = s[m.end():]
         else:
-            for w in _WRAPPERS:
-                m = w.match(s)
-                if m and m.end() < len(s):
-                    s = s[m.end():]
-                    break
+            m = _WRAPPER.match(s)
+            if m and m.end() < len(s):
+                s = s[m.end():]
         if s is before:
             break
     for lf in _LEVEL_FORMS:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from dynspec_cli.evidence import probe_lines
+from dynspec_cli.evidence.commands import CommandReader
 from dynspec_cli.evidence.lines import Line
 from dynspec_cli.knowledge.features import Feature
 from dynspec_cli.knowledge.sglang import Knowledge
@@ -23,7 +24,7 @@ _BUILTIN_FATAL = re.compile(r"(?:Error|Exception|Interrupt|Exit)$")
 
 @dataclass
 class Observation:
-    kind: str  # warning | landmark | marker | feature-dead | traceback | exception | launch | probe
+    kind: str  # warning | landmark | marker | feature-dead | traceback | exception | launch | probe | command | command-cont
     line: Line
     id: str = ""
     data: dict[str, Any] = field(default_factory=dict)
@@ -46,14 +47,19 @@ class Classifier:
         literals += [row.literal for row, _ in self._landmarks]
         literals += [d.literal for d in feature.dead_when]
         self.literals = sorted({x for x in literals if x})
+        self._any_literal = re.compile("|".join(re.escape(x) for x in self.literals))  # one C-level scan per line
+        self.commands = CommandReader()
 
     def classify(self, line: Line) -> list[Observation]:
         msg = line.msg
+        cmd = None if msg.startswith(LAUNCH_PREFIX) or PROBE_PREFIX in msg else self.commands.feed(msg)
+        if cmd is not None:  # a launch command in the log: the flags the user requested
+            return [Observation(cmd[0], line, cmd[0], {"flags": cmd[1]})]
         if msg.startswith("Decode batch"):
             m = self._decode.search(msg)
             data = {k: v for k, v in (m.groupdict().items() if m else ()) if v is not None}
             return [Observation("landmark", line, "decode-batch", data, landmark=self._decode_row)]
-        if not any(lit in msg for lit in self.literals):
+        if not self._any_literal.search(msg):
             return _maybe_exception(line)
         out: list[Observation] = []
         body = probe_lines.payload(msg)

@@ -18,7 +18,7 @@ from dynspec_cli.run import records
 from dynspec_cli.run.records import RunRecord
 from dynspec_cli.transport import Host
 
-LOADGEN = inject.path("loadgen.py")
+LOADGEN = inject.script("loadgen.py")
 PROMPT = ("Explain, step by step and in plain words, how speculative decoding lets a small draft model "
           "propose tokens that a large target model verifies in one forward pass.")
 LOG_CAP = 64 << 20  # bytes of log read per step (a step at high concurrency logs a few MB at most)

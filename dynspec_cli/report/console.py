@@ -86,7 +86,17 @@ def verdict_lines(v: dict[str, Any], *, source: str = "") -> list[Line]:
     if la.get("of", 0) > 1:
         out.append(["  ", (f"judging launch {la['index']} of {la['of']} in this file (from line {la.get('first_line')})", "dim")])
     out.append(_fact("sglang", v["sglang_version"] or "unknown"))
-    out.append(_fact("speculative algorithm", v["speculative_algorithm"] or "unknown"))
+    claims = v.get("claims") or {}
+    algo = claims.get("speculative_algorithm") or {}
+    if v["speculative_algorithm"] or not algo.get("value"):
+        out.append(_fact("speculative algorithm", v["speculative_algorithm"] or "unknown"))
+    else:  # not resolved by sglang in this log; what the command or the running worker says
+        out.append(_fact("speculative algorithm", f"{algo['value']}  ", (f"({algo['basis']}, line {algo['line']})", "dim")))
+    req = v.get("requested") or {}
+    for dest, r in (req.get("flags") or {}).items():
+        if "effective" in r and r["effective"] != r["requested"]:
+            out.append(_fact("requested", f"{dest}={r['requested']} (line {r['requested_line']}), "
+                                          f"sglang resolved {r['effective']} (line {r['effective_line']})"))
     ov = v["overlap_schedule"]
     out.append(_fact("overlap scheduler", "unknown" if ov is None else ("on" if ov else "off")))
     w = v["worker"]
@@ -105,7 +115,8 @@ def verdict_lines(v: dict[str, Any], *, source: str = "") -> list[Line]:
         out.append(_fact("marker", f"found at line {m['line']}{ranks}" + (f" ({fields})" if fields else "")))
     else:
         out.append(_fact("marker", "not found"))
-    out.append(_fact("server ready", "yes" if v["server_ready"] else "no"))
+    ready = (claims.get("server_ready") or {}).get("value")
+    out.append(_fact("server ready", "yes" if v["server_ready"] else "no" if ready is False else "not seen"))
     if v["crash"]:
         out.append(_fact("crash", f"{v['crash']['exception']} at line {v['crash']['line']}"))
     if v["findings"]:
@@ -140,8 +151,14 @@ def preflight_lines(r: dict[str, Any]) -> list[Line]:
         out += _finding(f, line_ref=False)
     if r.get("probe_command") and r["verdict"] == "reachable":
         out += [[], ["  ", ("to start it yourself with the in-server probe:", "bold")], [f"  {r['probe_command']}"]]
+        if r.get("probe_command_needs"):
+            out.append(["  ", (f"(your shell must hold {', '.join(r['probe_command_needs'])}: secrets are never printed)", "dim")])
+        if r.get("probe_copy"):
+            out.append(["  ", (f"the probe folder must be at {r['probe_dir']} on that host; dynspec launch puts it "
+                               f"there, or copy it: {r['probe_copy']}", "dim")])
     t = (r.get("timings") or {}).get("total")
-    out += [[], ["  ", (f"exit {r['exit_code']}{f' · inspected in {t:.2f} s' if t else ''} · dynspec explain CODE for details", "dim")]]
+    explain = " · dynspec explain CODE for details" if r["findings"] else ""
+    out += [[], ["  ", (f"exit {r['exit_code']} ({r['verdict']}){f' · inspected in {t:.2f} s' if t else ''}{explain}", "dim")]]
     return out
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Optional
 
+from dynspec_cli import inject
 from dynspec_cli.evidence.rules import LAUNCH_PREFIX
 from dynspec_cli.knowledge.features import Feature
 from dynspec_cli.run import records
@@ -17,47 +18,28 @@ from dynspec_cli.run.records import RunRecord
 from dynspec_cli.run.secrets import redact_argv, redact_env
 from dynspec_cli.transport import Host
 
-PORT_CHECK = r"""
-import socket, sys
-port = int(sys.argv[1])
-for fam, addr in ((socket.AF_INET, "0.0.0.0"), (socket.AF_INET, "127.0.0.1")):
-    s = socket.socket(fam, socket.SOCK_STREAM)
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server will: TIME_WAIT is not "taken"
-    try:
-        s.bind((addr, port))
-    except OSError:
-        print("taken"); sys.exit(0)
-    finally:
-        s.close()
-print("free")
-"""
-
-HEALTH = r"""
-import sys, urllib.request
-port = sys.argv[1]
-for path in ("/health_generate", "/health"):
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as r:
-            print(path, r.status); sys.exit(0)
-    except Exception as e:
-        last = f"{path} {getattr(e, 'code', None) or type(e).__name__}"
-print(last)
-"""
-
-
 class RunError(Exception):
     """A run cannot be started, found or stopped (one line; exit 2)."""
 
 
+def ask(host: Host, python: str, *question: str, timeout: float = 30) -> dict:
+    """One question of inject/hostcheck.py, answered by `python` on the host."""
+    res = host.run_python(python, inject.program("hostcheck.py"), list(question), timeout=timeout)
+    try:
+        return json.loads(res.stdout)
+    except ValueError:
+        err = res.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise RunError(f"{python} on {host.name} did not answer {question[0]}: "
+                       f"{err[-1] if err else f'exit {res.exit_code}'}") from None
+
+
 def port_taken(host: Host, python: str, port: int) -> bool:
-    res = host.run_python(python, PORT_CHECK, [str(port)], timeout=30)
-    return res.text.strip() == "taken"
+    return ask(host, python, "port-free", str(port)).get("free") is False
 
 
 def health(host: Host, python: str, port: int) -> tuple[bool, str]:
-    res = host.run_python(python, HEALTH, [str(port)], timeout=30)
-    text = res.text.strip()
-    return text.endswith(" 200"), text
+    doc = ask(host, python, "health", str(port))
+    return bool(doc.get("ok")), doc.get("status") or str(doc.get("error"))
 
 
 def probe_env_on(host: Host, python: str, targets: list[dict], profile_env: dict[str, str]) -> dict[str, str]:

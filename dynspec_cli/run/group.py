@@ -44,37 +44,6 @@ GROUP_KEYS = ("hosts", "dist_init_port", "nodes")
 NODE_KEYS = ("env", "flags", "python", "workdir")
 RANK_FLAGS = ("node-rank", "--node-rank")
 GROUP_FLAGS = ("nnodes", "node-rank", "dist-init-addr")
-FREE_PORT = r"""
-import socket
-s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-s.bind(("0.0.0.0", 0))
-print(s.getsockname()[1])
-s.close()
-"""
-
-SOURCE_ADDR = r"""
-import socket, sys
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-try:
-    s.connect((sys.argv[1], 9))
-    print(s.getsockname()[0])
-except OSError:
-    print("")
-"""
-
-HASH_FILES = r"""
-import hashlib, json, sys
-out = {}
-for p in json.loads(sys.argv[1]):
-    try:
-        with open(p, "rb") as f:
-            out[p] = hashlib.sha256(f.read()).hexdigest()
-    except OSError as e:
-        out[p] = "unreadable: %s" % e.strerror
-print(json.dumps(out))
-"""
-
-
 # --------------------------------------------------------------------------------------------------
 # the group profile
 
@@ -203,16 +172,17 @@ def node0_address(hosts: list[Host], python: str) -> str:
         addr = other.address()
         if _loopback(addr):
             continue
-        res = hosts[0].run_python(python, SOURCE_ADDR, [addr], timeout=30)
-        src = res.text.strip()
+        src = control.ask(hosts[0], python, "source-addr", addr).get("addr")
         if src:
             return src
     return "127.0.0.1"
 
 
 def free_port_on(host: Host, python: str) -> int:
-    res = host.run_python(python, FREE_PORT, timeout=30, check=True)
-    return int(res.text.strip())
+    doc = control.ask(host, python, "free-port")
+    if not isinstance(doc.get("port"), int):
+        raise RunError(f"no free port on {host.name}: {doc.get('error')}")
+    return doc["port"]
 
 
 def _fmt_addr(addr: str, port: int) -> str:
@@ -226,10 +196,10 @@ def _fmt_addr(addr: str, port: int) -> str:
 def hash_files(host: Host, python: str, files: list[str]) -> dict[str, str]:
     if not files:
         return {}
-    res = host.run_python(python, HASH_FILES, [json.dumps(files)], timeout=60)
     try:
-        return json.loads(res.stdout)
-    except ValueError:
+        return control.ask(host, python, "hash-files", json.dumps(files), timeout=60).get("hashes") or \
+            {f: "unreadable" for f in files}
+    except RunError:
         return {f: "unreadable" for f in files}
 
 

@@ -24,7 +24,7 @@ from dynspec_cli.evidence.probe_lines import parse_line as parse_probe_line  # n
 if TYPE_CHECKING:
     from dynspec_cli.knowledge.features import Feature
 
-PROBE_DIR = inject.path("probe")
+PROBE_DIR = inject.script("probe")
 PROBE_FILES = ("sitecustomize.py", "_dynspec_probe.py", "_dynspec_probe_events.py", "_dynspec_probe_code.py")
 ENV_VAR = "DYNSPEC_PROBE"
 EVENTS = ("start", "entry", "sglang", "server_args", "module", "worker", "hit", "coverage", "error")

@@ -28,7 +28,7 @@ from dynspec_cli.transport.errors import (
 if TYPE_CHECKING:
     from dynspec_cli.transport.host import Host, Process
 
-FOLLOWER = inject.path("follower.py")
+FOLLOWER = inject.script("follower.py")
 
 EventKind = Literal["data", "truncated", "rotated", "missing", "reconnected", "gap"]
 

@@ -27,7 +27,11 @@ class LocalProcess(Process):
     def write(self, data: bytes) -> None:
         view = memoryview(data)
         while view:
-            n = os.write(self._p.stdin.fileno(), view)
+            try:
+                fd = self._p.stdin.fileno()
+            except ValueError:  # kill() closed it from another thread: the process is gone
+                raise BrokenPipeError("stdin closed") from None
+            n = os.write(fd, view)
             view = view[n:]
 
     def close_stdin(self) -> None:

@@ -8,17 +8,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from dynspec_cli.evidence.argv import flag_values
 from dynspec_cli.evidence.lines import Line
 from dynspec_cli.evidence.rules import Observation
 from dynspec_cli.evidence.server_args import parse_dump
 from dynspec_cli.knowledge.features import Feature
 from dynspec_cli.knowledge.findings import Finding, forced_verdict
 from dynspec_cli.knowledge.sglang import Knowledge
-from dynspec_cli.verdict import workers
+from dynspec_cli.verdict import claims, workers
 from dynspec_cli.verdict.codes import EXIT
 
 _DECISIVE_CRASH = {"unrecognized-arguments", "scheduler-exception", "child-failed", "killed", "no-nvidia-driver", "cuda-oom"}
-_RESOLVE_PHASE = {"warning", "launch"}
+_RESOLVE_PHASE = {"warning", "launch", "command"}  # issue-12 hook: a launch command in the log starts a launch
 
 
 @dataclass
@@ -95,6 +96,7 @@ class Launch:
     header: dict[str, Any] = field(default_factory=dict)
     frames: dict[str, Line] = field(default_factory=dict)  # worker module -> first traceback frame in it
     last_line: Optional[Line] = None
+    ev: "claims.ClaimEvidence" = field(default_factory=lambda: claims.ClaimEvidence())  # issue-12 hook
 
 
 @dataclass
@@ -113,6 +115,8 @@ class Verdict:
     launch: dict[str, Any]
     missing: list[str] = field(default_factory=list)
     probe: Optional[dict[str, Any]] = None
+    claims: Optional[dict[str, Any]] = None  # issue-12 hook: verdict/claims.py
+    requested: Optional[dict[str, Any]] = None  # issue-12 hook: the log's launch command vs server_args
 
     @property
     def exit_code(self) -> int:
@@ -135,6 +139,8 @@ class Verdict:
             "launch": self.launch,
             "missing": self.missing,
             "probe": self.probe,
+            "claims": self.claims,
+            "requested": self.requested,
         }
 
 
@@ -207,6 +213,8 @@ class Judge:
         if starts and la.past_resolution:  # argument resolution again after runtime lines or a crash
             la = self._new_launch(line)
         la.last_line = line
+        if claims.observe(self, la, obs):  # issue-12 hook: evidence the claims read (and their own lines)
+            return
         handler = getattr(self, f"_on_{obs.kind.replace('-', '_')}")
         handler(la, obs)
 
@@ -226,6 +234,17 @@ class Judge:
             la.header = json.loads(obs.data["json"])
         except (ValueError, TypeError):
             la.header = {}
+        argv = la.header.get("argv") if isinstance(la.header, dict) else None
+        if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
+            return
+        # the command dynspec started: what was asked for (a later server_args dump says what
+        # sglang made of it, and wins)
+        asked = flag_values(argv)
+        algo = asked.get("--speculative-algorithm")
+        if isinstance(algo, str) and la.algorithm is None:
+            la.algorithm, la.algorithm_line = self.k.canonical_algorithm(algo), obs.line
+        if la.multi_layer is None:
+            la.multi_layer = bool(asked.get("--enable-multi-layer-eagle"))
 
     def _on_warning(self, la: Launch, obs: Observation) -> None:
         w = obs.warning
@@ -317,8 +336,8 @@ class Judge:
                 args = d.get("args", "")
                 if self.feature.flag and self.feature.flag.name in args.split():
                     la.flag_rejected = line
-            decisive = row.id in _DECISIVE_CRASH
-            if la.crash is not None and row.id in ("scheduler-exception", "child-failed", "killed"):
+            decisive = row.id in _DECISIVE_CRASH or row.decisive
+            if la.crash is not None and (row.id in ("scheduler-exception", "child-failed", "killed") or row.decisive):
                 la.crash.decisive = la.crash.decisive or decisive  # keep the root cause already seen
             else:
                 la.crash = Crash(row.crash, line.msg, line, decisive=decisive)
@@ -406,6 +425,8 @@ class Judge:
                     "first_offset": la.first.offset, "phase": "ready" if la.ready else la.phase,
                     "shards": la.shards, "decode_lines": la.decode_lines,
                     "last_decode": la.last_decode or None},
+            claims=claims.build(self.k, la, j.mask, crashed=j.crashed, worker=j.worker, algorithm=la.algorithm),  # issue-12 hook
+            requested=claims.requested_vs_effective(la),  # issue-12 hook
         )
 
     # --- the steps of a verdict (each reads the launch, adds to `j`) ----------------------
@@ -433,6 +454,8 @@ class Judge:
         """Is speculative decoding on at all?"""
         la = j.la
         j.algos = {la.algorithm} if la.algorithm else la.algorithms
+        j.algos = j.algos or claims.requested_algorithms(self.k, la)  # issue-12 hook: the log's launch command
+        j.mask, j.version_text = claims.narrow_by_loop(self.k, la, j.mask, j.algos, j.version_text)  # issue-12 hook
         j.spec_off = la.spec_off_line is not None or (la.decode_lines >= 2 and la.decode_with_accept == 0 and not j.algos)
         if la.spec_off_line is not None:
             j.add("DS102", "server_args shows speculative_algorithm=None: speculative decoding is off, so no speculative worker runs.", line=la.spec_off_line)
@@ -476,6 +499,7 @@ class Judge:
                 worker.update({"class": classes[0] if len(classes) == 1 else None, "module": f"sglang.srt.speculative.{mods[0]}",
                                "basis": f"traceback frame in {mods[0]}.py at line {first.no or '?'}",
                                "candidates": classes})
+        analysis = j.analysis = claims.worker_from_frames(k, la, 0 if j.spec_off else mask, worker, analysis, self.patched)  # issue-12 hook
         for p in patched_absent:
             mod = k.module_of_class(p)
             j.add("DS202", f"{p} ({mod}.py) does not exist in sglang {j.version_text or k.span(mask)}; the patch cannot run.", line=la.first, text=False)
@@ -559,6 +583,7 @@ class Judge:
     def step_crash(self, j: "Judging", *, at_eof: bool, quiet_for: float) -> None:
         """A crash counts once it is final: a decisive line, the end of the file, or a quiet log."""
         la = j.la
+        claims.close_open_traceback(la, at_eof=at_eof, quiet_for=quiet_for)  # issue-12 hook
         if la.crash and not la.progress_after_crash:
             c = la.crash
             j.crash = {"exception": c.exception, "message": c.message[:500], "line": c.line.no or None,
@@ -637,7 +662,9 @@ class Judge:
         scheds = [r for r in ranks if r["role"] == "scheduler" or r["worker"]]
         without = [r for r in scheds if not r["hits"]]
         proven = bool(pr.instrumented and scheds and not without) or (not pr.instrumented and bool(la.markers))
-        if not pr.instrumented:
+        if not pr.instrumented and (pr.errors or la.ready is not None or la.markers) and forced_verdict(findings, "log") != "dead":
+            # Not news on a dead path (nothing patched is loaded) or before the worker was built
+            # (a launch that crashed in weight loading never imported the patched module).
             findings.append(Finding("DS313", f"no patched target was instrumented ({pr.errors} probe error line(s)); the marker decides."))
         elif without and la.ready is not None:
             findings.append(Finding("DS312", "no execution of the patched code on " + ", ".join(
@@ -696,7 +723,8 @@ class Judge:
         return Verdict("inconclusive", self.feature.name, self.pinned, None, None,
                        {"class": None, "module": None, "basis": None, "candidates": []}, False, False, None,
                        {"found": False, "line": None, "text": None, "fields": {}, "ranks": []},
-                       [Finding("DS304", "the log is empty.")], {"index": 0, "of": 0}, missing)
+                       [Finding("DS304", "the log is empty.")], {"index": 0, "of": 0}, missing,
+                       claims=claims.empty())  # issue-12 hook
 
 
 def _clip(text: str, n: int = 300) -> str:

@@ -1,7 +1,7 @@
 """Preflight: before launch, from the installed sglang, the env and the flags, which worker
 class will run and whether the patched code is on its path.
 
-Facts come from the inspector (dynspec_cli/inject/inspector.py, run by the server's own python
+Facts come from the inspector (dynspec_cli/inject/inspector/, run by the server's own python
 on the target host); conclusions come from the knowledge tables (static route) and, when the
 inspector could import sglang, from sglang's own argument resolution (dynamic route)."""
 from __future__ import annotations
@@ -10,32 +10,16 @@ import json
 from typing import Any, Optional
 
 from dynspec_cli import inject
+from dynspec_cli.evidence.argv import flag_values
 from dynspec_cli.knowledge.features import Feature
 from dynspec_cli.knowledge.findings import Finding, forced_verdict
 from dynspec_cli.knowledge.sglang import V2_SWITCH_ENV, Knowledge, knowledge
-from dynspec_cli.verdict import support, workers
+from dynspec_cli.verdict import flagvalues, support, workers
 from dynspec_cli.verdict.codes import EXIT
 
-INSPECTOR = inject.path("inspector.py")
 
-
-def flag_values(flags: list[str]) -> dict[str, Any]:
-    """--name value / --name=value / bare --name (True) from an sglang argv tail."""
-    out: dict[str, Any] = {}
-    i = 0
-    while i < len(flags):
-        a = flags[i]
-        if a.startswith("--"):
-            name, eq, val = a.partition("=")
-            if eq:
-                out[name] = val
-            elif i + 1 < len(flags) and not flags[i + 1].startswith("--"):
-                out[name] = flags[i + 1]
-                i += 1
-            else:
-                out[name] = True
-        i += 1
-    return out
+class InterpreterError(Exception):
+    """The `python` preflight was given cannot be run on the host (bad input: one line, exit 2)."""
 
 
 def inspect(host, python: str, feature: Feature, flags: list[str], env: dict[str, str], *,
@@ -47,10 +31,15 @@ def inspect(host, python: str, feature: Feature, flags: list[str], env: dict[str
         args["patch_diff"] = patch_diff
     if sglang_path:
         args["sglang_path"] = sglang_path
-    # the inspector runs with the server's own environment (PYTHONPATH, venv variables, ...)
+    # the inspector runs with the server's own environment (PYTHONPATH, venv variables, ...); that
+    # env, the program and its input all go on stdin: values like HF_TOKEN stay off command lines
     proc_env = {k: v for k, v in env.items() if v is not None}
-    res = host.run_python(python, INSPECTOR.read_text(encoding="utf-8"), [json.dumps(args)], env=proc_env or None,
-                          timeout=timeout)
+    payload = inject.stdin(inject.program("inspector"), json.dumps(args).encode("utf-8"), proc_env)
+    res = host.run(inject.command(python), input=payload, timeout=timeout)
+    if not res.stdout and res.exit_code in (126, 127):  # env(1): not found / not executable
+        err = res.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise InterpreterError(f"{python} on {host.name}: " + ("no such interpreter" if res.exit_code == 127 else
+                               "not an executable interpreter") + (f" ({err[-1]})" if err else ""))
     try:
         return json.loads(res.stdout)
     except ValueError:
@@ -72,7 +61,8 @@ def judge(facts: dict[str, Any], feature: Feature, flags: list[str], env: dict[s
         return _result("unknown" if not sg else "dead", facts, version, worker, patched_out, overlap, findings)
     if not sg.get("found"):
         findings.append(Finding("DS210", f"{(facts.get('python') or {}).get('executable', 'this python')} cannot import sglang."))
-        return _result("dead", facts, version, worker, patched_out, overlap, findings)
+        return _result(forced_verdict(findings, "preflight") or "unknown", facts, version, worker, patched_out, overlap,
+                       findings)
     # Where the patch is.
     for h in (facts.get("marker") or {}).get("hits", []):
         patched_out.append({"file": h.get("file"), "class": h.get("class"), "function": h.get("function"),
@@ -99,11 +89,14 @@ def judge(facts: dict[str, Any], feature: Feature, flags: list[str], env: dict[s
     for uf in fl.get("user_flags") or []:
         if not uf.get("accepted", True) and uf.get("flag") != (feature.flag.name if feature.flag else None):
             findings.append(Finding("DS109", f"{uf.get('flag')} is not a flag of sglang {version}."))
+    for message in flagvalues.invalid(flags, fl.get("user_flags") or [], version):
+        findings.append(Finding("DS110", message))
     # Which worker, by the tables (static route).
     fv = flag_values(flags)
     classes = list(patched or [])
     if not classes:
         classes = [p["class"] for p in patched_out if p.get("class")] or [p.cls for p in feature.patch]
+    classes = list(dict.fromkeys(classes))
     algo = k.canonical_algorithm(fv.get("--speculative-algorithm")) if isinstance(fv.get("--speculative-algorithm"), str) else None
     if version and not k.known(version):
         findings.append(Finding("DS307", f"sglang {version} is not in dynspec's tables ({k.releases[0]} – {k.releases[-1]})."))
@@ -207,6 +200,8 @@ def _int(v) -> Optional[int]:
 
 def _result(verdict, facts, version, worker, patched, overlap, findings) -> dict[str, Any]:
     sg = facts.get("sglang") or {}
+    # one finding per code and message: a flag passed twice, a class named by two marker hits
+    findings = list({(f.code, f.message): f for f in findings}.values())
     findings.sort(key=lambda f: ({"error": 0, "warning": 1, "info": 2}[f.severity], f.code))
     return {
         "verdict": verdict, "exit_code": EXIT[verdict], "sglang_version": version,

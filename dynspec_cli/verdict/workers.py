@@ -76,12 +76,13 @@ def _display(k: Knowledge, cands: dict[WorkerChoice, int]) -> tuple[Optional[Wor
     if len(cands) == 1:
         return next(iter(cands)), ""
     # A class every candidate is an instance of (e.g. StandaloneWorker is an EAGLEWorker).
-    mros = {c: k.mro(k.versions_in(m)[0], c.cls) for c, m in cands.items()}
-    first = next(iter(mros.values()))
+    # Every release a candidate comes from counts: EAGLEWorkerV2 subclasses EAGLEWorker only in 0.5.3.post2-post3.
+    mros = {c: [k.mro(v, c.cls) for v in k.versions_in(m)] for c, m in cands.items()}
+    first = next(iter(mros.values()))[0]
     for name in first:
         if name in _NOT_WORKERS:
             continue
-        if all(name in mro for mro in mros.values()):
+        if all(name in mro for per in mros.values() for mro in per):
             module = k.module_of_class(name)
             others = sorted(c.cls for c in cands if c.cls != name)
             return WorkerChoice(module, name), f"or its subclass {', '.join(others)}, depending on the algorithm"

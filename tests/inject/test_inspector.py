@@ -1,9 +1,8 @@
 """The preflight inspector against real published sglang wheels, patched like a user patches them.
-Each test runs the inspector as its own process (script on stdin, JSON on argv[1])."""
+Each test runs the inspector as its own process (`python -c BOOTSTRAP`, program and JSON on stdin)."""
 from __future__ import annotations
 
 import difflib
-import json
 import os
 import py_compile
 import re
@@ -442,18 +441,26 @@ def test_other_interpreters(site_copy, python, version):
     assert all(f["compiles"] for f in doc["files"])
 
 
-def test_run_as_a_file_too(site_copy, tmp_path):
+def test_the_folder_runs_in_place_too(site_copy, tmp_path):
+    """`python -m dynspec_cli.inject.inspector` (debugging) gives the bundle's document."""
     site = site_copy("0.5.9")
-    doc = run_inspector(base_args(site), as_file=True, cwd=tmp_path).doc
-    assert doc["ok"] and doc["sglang"]["version"] == "0.5.9"
-    assert doc["python"]["sys_path"][1] == ""  # the script's own directory is not on sys.path
+    bundled = run_inspector(base_args(site), cwd=tmp_path).doc
+    in_place = run_inspector(base_args(site), in_place=True, cwd=tmp_path).doc
+    assert bundled["ok"] and in_place["ok"] and bundled["sglang"]["version"] == "0.5.9"
+    for key in ("sglang", "marker", "flags", "files", "env_defaults"):
+        assert in_place[key] == bundled[key], key
 
 
-def test_input_from_a_file_for_long_diffs(site_copy, tmp_path):
+def test_sys_path_starts_with_the_cwd_as_for_the_server(site_copy, tmp_path):
+    """`python -m sglang.launch_server` looks modules up from the cwd first; so does the inspector."""
     site = site_copy("0.5.9")
-    path = tmp_path / "args.json"
-    path.write_text(json.dumps(base_args(site, patch_diff="x" * 300_000)))
-    doc = run_inspector(f"@{path}").doc
+    doc = run_inspector(base_args(site), cwd=tmp_path).doc
+    assert doc["python"]["sys_path"][:2] == [str(site), ""] and doc["python"]["cwd"] == str(tmp_path)
+
+
+def test_a_long_diff_travels_on_stdin(site_copy):
+    site = site_copy("0.5.9")
+    doc = run_inspector(base_args(site, patch_diff="x" * 300_000)).doc
     assert doc["ok"] and doc["input"]["patch_diff_chars"] == 300_000 and doc["diff"]["files"] == []
 
 

@@ -181,12 +181,28 @@ FOREIGN_LINES = {  # log_lines.toml rows written by Python, argparse, torch or t
     "cuda-oom": "torch",
     "killed": "the shell / OOM killer",
     "no-nvidia-driver": "torch",
+    "fatal-python-error": "CPython's fatal-error handler",
+    "faulthandler-dump": "CPython's faulthandler",
+    "faulthandler-frame": "CPython's faulthandler",
+    "traceback-frame-elided": "the Python interpreter (path elided by the poster)",
+    "pyspy-frame": "py-spy",
+    "event-loop-call": "the Python interpreter (source line under a frame)",
+    "worker-constructor": "the Python interpreter (source line under a frame)",
+    "nccl-watchdog": "torch ProcessGroupNCCL",
+    "cuda-error": "torch / CUDA kernels",
+    "served-request": "uvicorn's access log",
 }
 OWN_CHECK_LINES = {  # rows checked by a test of their own below
     "server-args-dump": "test_server_args_dump_form",
     "cuda-graph": "test_capture_lines_match_their_pattern",
     "draft-cuda-graph": "test_capture_lines_match_their_pattern",
     "checkpoint-shards": "test_checkpoint_shards_line",
+    # tests/knowledge/test_crash_lines_against_wheels.py (lines kept for logs of older releases too)
+    "tp-worker-client-exception": "test_crash_line_in_sglang_source",
+    "scheduler-dead": "test_crash_line_in_sglang_source",
+    "child-exit-code": "test_crash_line_in_sglang_source",
+    "child-failed-cut": "test_crash_line_in_sglang_source",
+    "prefill-batch": "test_crash_line_in_sglang_source",
 }
 BAR = "% Completed | "  # tqdm's bar format of sglang's weight loaders
 SGLANG_LINES = [x for x in K.log_lines if x.id not in FOREIGN_LINES and x.id not in OWN_CHECK_LINES]

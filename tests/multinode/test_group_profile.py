@@ -77,3 +77,22 @@ def test_missing_patch_version_and_flag_mismatches():
 
 def test_flags_may_differ_only_in_node_rank():
     assert G._flags_without_rank(["--a", "1", "--node-rank", "3", "--node-rank=4", "--b"]) == ["--a", "1", "--b"]
+
+
+@pytest.mark.parametrize("other, code", [
+    (node(1, version="0.5.10"), "DS401"),  # another release dispatches, logs and patches differently
+    (node(1, hashes={"sglang/srt/speculative/eagle_worker_v2.py": "cc" * 32}), "DS402"),  # a partial rollout
+    (node(1, flags=["--tp-size", "4", "--node-rank", "1"]), "DS403"),  # nodes must agree on their arguments
+])
+def test_each_node_mismatch_makes_the_group_dead(other, code):
+    from dynspec_cli.knowledge.findings import forced_verdict
+
+    found = G.compare_nodes([node(0), other])
+    assert [f.code for f in found] == [code]
+    assert forced_verdict(found, "group") == "dead"
+
+
+def test_a_dead_node_preflight_makes_the_group_dead():
+    from dynspec_cli.knowledge.findings import Finding, forced_verdict
+
+    assert forced_verdict([Finding("DS404", "preflight on node 1 (h1) is dead", rank=1, host="h1")], "group") == "dead"

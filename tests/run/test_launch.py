@@ -218,3 +218,35 @@ def test_ssh_connection_killed_mid_watch_recovers(tmp_path, name, ssh_lab):
         assert dynspec("stop", name, "--host", "private", ssh=ssh_lab).returncode == 0
     finally:
         ssh_lab.remove_server("private")
+
+
+@pytest.mark.parametrize("second_env, verdict", [
+    ({"SGLANG_ENABLE_SPEC_V2": "True", "STANDIN_CRASH_AT": "weights"}, "crashed"),
+    ({}, "dead"),
+])
+def test_launch_reports_what_verify_reports_on_the_same_log(tmp_path, name, second_env, verdict):
+    """The second launch appends to a log that already holds a whole launch: its evidence keeps the
+    file's line numbers, and its findings (DS303 included) are the ones `dynspec verify` gives."""
+    log = tmp_path / "shared.log"
+    first = write_profile(tmp_path / "a.toml", name, env={"SGLANG_ENABLE_SPEC_V2": "True"}, log=str(log))
+    assert dynspec("launch", str(first), "--no-preflight", "--json").returncode == 0
+    assert dynspec("stop", name).returncode == 0
+    lines_before = log.read_bytes().count(b"\n")
+    second = write_profile(tmp_path / "b.toml", name, env=second_env, log=str(log))
+    r = dynspec("launch", str(second), "--no-preflight", "--json")
+    launched = json.loads(r.stdout)
+    assert launched["verdict"] == verdict, r.stderr
+    v = dynspec("verify", str(log), "--json")
+    verified = json.loads(v.stdout)
+    assert verified["verdict"] == verdict
+
+    def evidence(doc):  # (DS305 speaks of the file's earlier launches, which a launch does not read)
+        return sorted((f["code"], f["line"], f["text"]) for f in doc["findings"] if f["code"] not in ("DS304", "DS305"))
+
+    assert evidence(launched) == evidence(verified)
+    assert all(line is None or line > lines_before for _, line, _ in evidence(launched))
+    assert launched["launch"]["first_line"] == verified["launch"]["first_line"] > lines_before
+    assert "DS313" not in [c for c, _, _ in evidence(launched)]  # a probe with nothing to hook is no news
+    if verdict == "crashed":
+        assert "DS303" in [c for c, _, _ in evidence(launched)]
+        assert launched["crash"]["line"] == verified["crash"]["line"]

@@ -81,3 +81,33 @@ def test_v1_class_patched_on_a_release_without_it_is_dead():
     # eagle_worker.py (EAGLEWorker) is gone since 0.5.13
     verdict, codes = judge(facts("0.5.23"), env={}, patched=["EAGLEWorker"])
     assert verdict == "dead" and "DS202" in codes
+
+
+@pytest.mark.parametrize("code, why", [
+    ("DS202", "the patched module does not exist in the release: the patch cannot run"),
+    ("DS111", "argument resolution raises before any worker exists: the patch cannot run"),
+    ("DS210", "the server's python cannot import sglang: no server, no patch"),
+])
+def test_rules_whose_evidence_always_comes_with_another_dead_rule(code, why):
+    """These findings usually arrive together with DS201 (or alone only with releases dynspec does
+    not cover yet); each must still make a preflight dead on its own."""
+    from dynspec_cli.knowledge.findings import Finding, forced_verdict
+
+    assert forced_verdict([Finding(code, why)], "preflight") == "dead", why
+
+
+def test_patched_v1_class_on_a_release_without_it_is_dead_from_the_log_alone():
+    # --sglang-version 0.5.23: eagle_worker.py (EAGLEWorker) was removed in 0.5.13, so a patch in it
+    # cannot run, whatever else the log says (here: nothing about the worker yet)
+    from tests.support.logs import codes, judge_text, ts
+
+    v = judge_text(ts("Load weight begin. avail mem=78.50 GB") + "\n", version="0.5.23", patched=["EAGLEWorker"])
+    assert v.verdict == "dead" and "DS202" in codes(v) and "DS201" not in codes(v)
+
+
+def test_a_flag_value_the_parser_refuses_is_dead():
+    # 0.5.9 server_args.py: parser.add_argument("--tp-size", type=int, ...): "one" is an invalid int value
+    f = facts(flags={"feature_flag": {"defined": True},
+                     "user_flags": [{"flag": "--tp-size", "accepted": True, "values": {"type": "int"}}]})
+    verdict, codes = judge(f, flags=FLAGS + ["--tp-size", "one"])
+    assert verdict == "dead" and "DS110" in codes

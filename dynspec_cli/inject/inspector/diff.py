@@ -1,0 +1,180 @@
+"""The user's unified diff, mapped onto the installed files: is each hunk applied, and in which scope."""
+import os
+import re
+
+from .common import Source, _read_bytes
+
+
+_HUNK_RE = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@(.*)$")
+
+
+def _diff_path(raw):
+    p = raw.rstrip("\n").split("\t", 1)[0].strip()
+    if len(p) >= 2 and p[0] == p[-1] == '"':
+        p = p[1:-1]
+    return p
+
+
+def parse_diff(text):
+    files, errors = [], []
+    cur = None
+    lines = text.splitlines()
+    i, n = 0, len(lines)
+    while i < n:
+        line = lines[i]
+        if line.startswith("diff --git "):
+            cur = {"old": None, "new": None, "hunks": [], "git_header": line}
+            files.append(cur)
+            i += 1
+            continue
+        if line.startswith("--- ") and i + 1 < n and lines[i + 1].startswith("+++ "):
+            old, new = _diff_path(line[4:]), _diff_path(lines[i + 1][4:])
+            if cur is None or cur["hunks"] or cur["old"] is not None:
+                cur = {"old": None, "new": None, "hunks": []}
+                files.append(cur)
+            cur["old"], cur["new"] = old, new
+            i += 2
+            continue
+        m = _HUNK_RE.match(line)
+        if m and cur is not None:
+            old_start, old_count = int(m.group(1)), int(m.group(2) if m.group(2) is not None else 1)
+            new_start, new_count = int(m.group(3)), int(m.group(4) if m.group(4) is not None else 1)
+            hunk = {"header": line, "old_start": old_start, "old_count": old_count, "new_start": new_start,
+                    "new_count": new_count, "added_lines": [], "new_side": [], "old_side": []}
+            o, nn = old_count, new_count
+            ln = new_start
+            i += 1
+            while i < n and (o > 0 or nn > 0):
+                body = lines[i]
+                tag = body[:1]
+                if tag == "\\":
+                    i += 1
+                    continue
+                if tag == "+":
+                    hunk["added_lines"].append((ln, body[1:]))
+                    hunk["new_side"].append(body[1:])
+                    ln += 1
+                    nn -= 1
+                elif tag == "-":
+                    hunk["old_side"].append(body[1:])
+                    o -= 1
+                elif tag == " " or body == "":
+                    hunk["new_side"].append(body[1:])
+                    hunk["old_side"].append(body[1:])
+                    ln += 1
+                    o -= 1
+                    nn -= 1
+                else:
+                    errors.append("hunk %r ends early at diff line %d" % (hunk["header"], i + 1))
+                    break
+                i += 1
+            cur["hunks"].append(hunk)
+            continue
+        i += 1
+    return files, errors
+
+
+def _strip_ab(p, prefix):
+    return p[2:] if p.startswith(prefix) else p
+
+
+def map_diff_path(path, pkg_dir):
+    """Installed file for a diff path such as a/python/sglang/srt/x.py, sglang/srt/x.py or srt/x.py."""
+    parts = [x for x in path.replace("\\", "/").split("/") if x and x != "."]
+    idxs = [k for k, x in enumerate(parts[:-1]) if x == "sglang"]
+    for k in idxs:
+        cand = os.path.join(pkg_dir, *parts[k + 1:])
+        if os.path.exists(cand):
+            return cand
+    for k in range(len(parts)):
+        cand = os.path.join(pkg_dir, *parts[k:])
+        if os.path.exists(cand):
+            return cand
+    if idxs:
+        return os.path.join(pkg_dir, *parts[idxs[-1] + 1:])
+    return None
+
+
+def _find_block(lines, block, start):
+    """1-based line where `block` (list of str) sits in lines, trying `start` first; else None."""
+    if not block:
+        return start
+    norm = [b.rstrip() for b in block]
+    k = len(norm)
+    s = start - 1
+    if 0 <= s and lines[s:s + k] == norm:
+        return start
+    first = norm[0]
+    for j in range(0, len(lines) - k + 1):
+        if lines[j] == first and lines[j:j + k] == norm:
+            return j + 1
+    return None
+
+
+def analyse_diff(text, pkg_dir):
+    files, errors = parse_diff(text)
+    out_files, missing = [], []
+    for f in files:
+        old, new = f["old"], f["new"]
+        deleted = new == "/dev/null"
+        new_file = old == "/dev/null"
+        path = _strip_ab(old, "a/") if deleted else _strip_ab(new or "", "b/")
+        if not path and f.get("git_header"):
+            path = f["git_header"].split(" b/", 1)[-1]
+        installed = map_diff_path(path, pkg_dir) if path else None
+        present = bool(installed and os.path.isfile(installed))
+        rec = {"diff_path": path, "installed_path": installed, "present": present, "new_file": new_file,
+               "deleted": deleted, "hunks": []}
+        src = None
+        lines = None
+        if present:
+            try:
+                lines = [x.rstrip() for x in _read_bytes(installed).decode("utf-8", "replace").splitlines()]
+            except OSError:
+                lines = None
+            if installed.endswith(".py"):
+                src = Source.get(installed)
+        for h in f["hunks"]:
+            hr = {"header": h["header"], "new_start": h["new_start"], "new_count": h["new_count"],
+                  "added": _ranges([ln for ln, _ in h["added_lines"]]), "applied": "unknown", "offset": None,
+                  "scopes": []}
+            if lines is not None:
+                at = _find_block(lines, h["new_side"], h["new_start"])
+                if at is not None:
+                    hr["applied"] = "exact" if at == h["new_start"] else "offset"
+                    hr["offset"] = at - h["new_start"]
+                elif h["old_side"] and _find_block(lines, h["old_side"], h["old_start"]) is not None:
+                    hr["applied"] = "not-applied"  # the installed file still has the pre-patch text
+                else:
+                    hr["applied"] = "differs"
+            elif not present:
+                hr["applied"] = "file-missing"
+            if src is not None and src.tree is not None and h["added_lines"]:
+                shift = hr["offset"] or 0
+                groups = []
+                for ln, _ in h["added_lines"]:
+                    sc = src.scope_at(ln + shift)
+                    key = (sc["class"], sc["function"], sc["qualname"])
+                    if groups and groups[-1][0] == key and groups[-1][2] == ln + shift - 1:
+                        groups[-1][2] = ln + shift
+                    else:
+                        groups.append([key, ln + shift, ln + shift, sc])
+                for key, a, b, sc in groups:
+                    d = {"lines": [a, b]}
+                    d.update(sc)
+                    hr["scopes"].append(d)
+            rec["hunks"].append(hr)
+        if not present and not deleted:
+            missing.append(path)
+        out_files.append(rec)
+    return {"given": True, "files": out_files, "missing_files": missing, "parse_errors": errors}
+
+
+def _ranges(nums):
+    out = []
+    for x in nums:
+        if out and out[-1][1] == x - 1:
+            out[-1][1] = x
+        else:
+            out.append([x, x])
+    return out

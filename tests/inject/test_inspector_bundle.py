@@ -1,0 +1,70 @@
+"""The inspector folder: importable module by module (stdlib only), shipped as one program whose
+command line is constant, and one JSON document even when the program cannot start."""
+import ast
+import importlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dynspec_cli import inject
+
+FOLDER = Path(inject.__file__).resolve().parent / "inspector"
+MODULES = sorted(p.stem for p in FOLDER.glob("*.py") if p.stem != "__main__")
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_each_module_imports_alone_and_only_the_stdlib(name):
+    importlib.import_module(f"dynspec_cli.inject.inspector.{name}" if name != "__init__" else "dynspec_cli.inject.inspector")
+    tree = ast.parse((FOLDER / f"{name}.py").read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            mods = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            mods = [node.module]
+        else:
+            continue
+        for m in mods:
+            if m.split(".")[0] != "sglang":  # the dynamic route imports the target's sglang
+                assert m.split(".")[0] in sys.stdlib_module_names, f"{name}.py imports {m}"
+
+
+def test_the_bundle_holds_every_module():
+    text = inject.program("inspector")
+    for name in MODULES:
+        if name != "__init__":
+            assert f"'_dynspec_inspector.{name}'" in text
+    compile(text, "<bundle>", "exec")
+
+
+def test_the_command_line_holds_no_data():
+    a = inject.command("/usr/bin/python3")
+    assert a[:2] == ["/usr/bin/python3", "-c"] and a[2] == inject.BOOTSTRAP
+    payload = inject.stdin("print(1)", b'{"x": 1}', {"HF_TOKEN": "tok-123"})
+    assert b"tok-123" in payload and "tok-123" not in inject.BOOTSTRAP
+
+
+def test_env_reaches_the_program_and_none_unsets(tmp_path):
+    prog = "import os, sys; print(os.environ.get('A'), os.environ.get('B'), sys.stdin.read())"
+    r = subprocess.run(inject.command(sys.executable), input=inject.stdin(prog, b"rest", {"A": "1", "B": None}),
+                       capture_output=True, env={"B": "x", "PATH": "/usr/bin:/bin"}, timeout=30)
+    assert r.stdout.decode().split() == ["1", "None", "rest"], r.stderr
+
+
+def test_a_program_that_cannot_start_is_still_json(tmp_path, monkeypatch):
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "__init__.py").write_text("")
+    (broken / "main.py").write_text("import this_module_does_not_exist\n")
+    monkeypatch.setattr(inject, "HERE", tmp_path)
+    inject.program.cache_clear()
+    try:
+        text = inject.program("broken")
+    finally:
+        inject.program.cache_clear()
+    r = subprocess.run(inject.command(sys.executable), input=inject.stdin(text), capture_output=True, timeout=30)
+    doc = json.loads(r.stdout)
+    assert r.returncode == 1 and doc["ok"] is False and "this_module_does_not_exist" in doc["error"]
+    assert "dynspec_cli/inject/broken/main.py" in doc["exception_traceback"]

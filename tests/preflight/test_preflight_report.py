@@ -1,0 +1,69 @@
+"""Preflight's report does not contradict itself: each finding once, help text for every option,
+exit codes that are preflight's own."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+DYNSPEC = [sys.executable, "-m", "dynspec_cli"]
+SPEC = ["--model-path", "/m", "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/d",
+        "--speculative-disable-batch-threshold", "5", "--max-running-requests", "64"]
+
+
+@pytest.mark.wheels
+def test_a_flag_given_twice_is_one_finding(sglang_python):
+    py, _, _ = sglang_python("0.5.9")
+    head = DYNSPEC + ["preflight", "--python", py, "--env", "SGLANG_ENABLE_SPEC_V2=True"]
+    tail = ["--"] + SPEC + ["--speculative-eagle-topk", "1", "--bogus", "1", "--bogus", "2"]
+    doc = json.loads(subprocess.run(head + ["--json"] + tail, capture_output=True, text=True, timeout=120).stdout)
+    assert [f["code"] for f in doc["findings"]] == ["DS109"]
+    text = subprocess.run(head + tail, capture_output=True, text=True, timeout=120).stdout
+    assert text.count("DS109") == 1
+
+
+@pytest.mark.wheels
+def test_the_footer_names_explain_only_with_findings(sglang_python):
+    py, _, _ = sglang_python("0.5.9")
+    cmd = DYNSPEC + ["preflight", "--python", py, "--env", "SGLANG_ENABLE_SPEC_V2=True", "--"] + SPEC
+    clean = subprocess.run(cmd + ["--speculative-eagle-topk", "1"], capture_output=True, text=True, timeout=120)
+    assert clean.returncode == 0 and "✓ PREFLIGHT REACHABLE" in clean.stdout and "findings" not in clean.stdout
+    assert "exit 0 (reachable)" in clean.stdout and "dynspec explain" not in clean.stdout
+    dead = subprocess.run(cmd + ["--speculative-eagle-topk", "4"], capture_output=True, text=True, timeout=120)
+    assert dead.returncode == 1 and "exit 1 (dead)" in dead.stdout and "dynspec explain CODE" in dead.stdout
+
+
+@pytest.mark.parametrize("command", ["preflight", "verify", "launch"])
+def test_every_option_has_help_text(command):
+    import typer.main
+
+    from dynspec_cli.cli.app import app
+
+    cmd = typer.main.get_command(app).commands[command]
+    missing = [p.opts for p in cmd.params if not (getattr(p, "help", None) or "").strip()]
+    assert missing == []
+
+
+def test_preflight_help_lists_its_own_exit_codes():
+    r = subprocess.run(DYNSPEC + ["preflight", "--help"], capture_output=True, text=True, timeout=60,
+                       env={"COLUMNS": "400", "PATH": "/usr/bin:/bin"})
+    epilog = " ".join(r.stdout.split("Exit codes:")[1].split())
+    # what preflight returns (verdict/preflight.py): reachable 0, dead 1, bad input 2, unknown 3; never 4
+    assert "0 reachable" in epilog and "1 dead" in epilog and "2 bad input" in epilog and "3 unknown" in epilog
+    assert "4" not in epilog and "live" not in epilog and "crashed" not in epilog
+
+
+@pytest.mark.wheels
+def test_two_marker_lines_in_one_class_name_it_once(sglang_python):
+    py, site, rec = sglang_python("0.5.9")
+    worker = site / "sglang/srt/speculative/eagle_worker_v2.py"
+    lines = worker.read_text().splitlines(keepends=True)
+    at = next(i for i in rec.insertions if i.what == "marker").line - 1
+    lines.insert(at + 1, lines[at])  # the same log line twice in EAGLEWorkerV2.__init__
+    worker.write_text("".join(lines))
+    cmd = DYNSPEC + ["preflight", "--python", py, "--json", "--"] + SPEC + ["--speculative-eagle-topk", "4"]
+    doc = json.loads(subprocess.run(cmd, capture_output=True, text=True, timeout=120).stdout)
+    assert len(doc["patched"]) == 2 and {p["class"] for p in doc["patched"]} == {"EAGLEWorkerV2"}
+    (ds201,) = [f for f in doc["findings"] if f["code"] == "DS201"]
+    assert ds201["message"] == "sglang 0.5.9 will run EAGLEWorker, not EAGLEWorkerV2."
+    assert ds201["fix"].count("EAGLEWorkerV2") == 1
