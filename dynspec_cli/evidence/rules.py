@@ -24,7 +24,7 @@ _BUILTIN_FATAL = re.compile(r"(?:Error|Exception|Interrupt|Exit)$")
 
 @dataclass
 class Observation:
-    kind: str  # warning | landmark | marker | traceback | exception | launch | probe | command | command-cont
+    kind: str  # warning | landmark | marker | feature-dead | traceback | exception | launch | probe | command | command-cont
     line: Line
     id: str = ""
     data: dict[str, Any] = field(default_factory=dict)
@@ -45,6 +45,7 @@ class Classifier:
         literals = [feature.marker.literal, "Traceback (most recent call last)", PROBE_PREFIX, LAUNCH_PREFIX]
         literals += [lit for _, _, lit in self._warning_literals]
         literals += [row.literal for row, _ in self._landmarks]
+        literals += [d.literal for d in feature.dead_when]
         self.literals = sorted({x for x in literals if x})
         self._any_literal = re.compile("|".join(re.escape(x) for x in self.literals))  # one C-level scan per line
         self.commands = CommandReader()
@@ -70,6 +71,7 @@ class Classifier:
             m = self.feature.marker_re.search(msg)
             if m:
                 out.append(Observation("marker", line, "marker", {k: v for k, v in m.groupdict().items()}))
+        out += self._feature_dead(line, msg)
         for row, rx, lit in self._warning_literals:
             if lit and lit in msg:
                 m = rx.search(msg) if rx is not None else None
@@ -83,6 +85,14 @@ class Classifier:
         if "Traceback (most recent call last)" in msg:
             out.append(Observation("traceback", line, "traceback"))
         return out or _maybe_exception(line)
+
+
+    def _feature_dead(self, line: Line, msg: str) -> list[Observation]:
+        """A line of the feature's `dead_when`: sglang switched the feature off itself."""
+        for d, rx in zip(self.feature.dead_when, self.feature.dead_res):
+            if d.literal in msg and (m := rx.search(msg)):
+                return [Observation("feature-dead", line, "feature-dead", m.groupdict())]
+        return []
 
 
 def _literal_of(w: WarningRow) -> str:

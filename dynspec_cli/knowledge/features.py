@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Optional
+from typing import Literal, Optional
 
 import msgspec
 
@@ -36,6 +36,34 @@ class Expect(msgspec.Struct, forbid_unknown_fields=True):
     speculate_at_or_below_threshold: bool = True
 
 
+class DeadWhen(msgspec.Struct, forbid_unknown_fields=True):
+    """A line that proves the feature is off in this launch (sglang switched it off itself);
+    the named group `reason` is shown."""
+    pattern: str
+    literal: str
+    versions: str = ""
+    logged_by: str = ""
+
+
+class SupportRule(msgspec.Struct, forbid_unknown_fields=True):
+    """One of the release's own support checks, in the order sglang runs them."""
+    check: str
+    versions: str
+    reason: str
+    flag: Optional[str] = None
+    allowed: Optional[list[str]] = None
+    absent: Literal["supported", "unsupported", "unknown"] = "supported"
+    above: Optional[int] = None
+    resolved: Optional[Literal["overlap"]] = None
+    predictable: bool = True
+
+
+class Tiers(msgspec.Struct, forbid_unknown_fields=True):
+    """The default configuration's choices of draft steps per batch-size tier."""
+    versions: str
+    steps: dict[str, list[int]]
+
+
 class Feature(msgspec.Struct, forbid_unknown_fields=True, dict=True):
     name: str
     title: str
@@ -45,6 +73,10 @@ class Feature(msgspec.Struct, forbid_unknown_fields=True, dict=True):
     patch: list[PatchLocation] = []
     threshold: Optional[Threshold] = None
     expect: Expect = msgspec.field(default_factory=Expect)
+    versions: str = ""  # the sglang releases that have the feature ("" = not tied to releases)
+    dead_when: list[DeadWhen] = []
+    support: list[SupportRule] = []
+    tiers: list[Tiers] = []
     source: str = ""
     engine: str = "sglang"  # the engine the patch is for (dynspec_cli/engines)
 
@@ -55,6 +87,14 @@ class Feature(msgspec.Struct, forbid_unknown_fields=True, dict=True):
             raise ValueError(f"marker.pattern is not a valid regex: {e}") from None
         if not self.marker.literal:
             raise ValueError("marker.literal must be a non-empty substring of every marker line")
+        self.dead_res = []
+        for d in self.dead_when:
+            try:
+                self.dead_res.append(re.compile(d.pattern))
+            except re.error as e:
+                raise ValueError(f"dead_when.pattern is not a valid regex: {e}") from None
+            if not d.literal:
+                raise ValueError("dead_when.literal must be a non-empty substring of every such line")
 
 
 DEFAULT_FEATURE = "dynamic-spec-disable"
@@ -85,4 +125,4 @@ def load_feature(name_or_path: str | None) -> Feature:
 
     if not path.is_file():
         return build()  # the error names the problem
-    return cached("feature", [path.resolve()], build)
+    return cached("feature", [path.resolve(), Path(__file__)], build)  # this file defines what is pickled

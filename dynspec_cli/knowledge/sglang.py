@@ -47,7 +47,8 @@ class Knowledge:
         self.overlap_ranges = ov.range
         self.max_running_reset = ov.max_running_requests_reset
         self.warnings = tables.load_toml(d / "warnings.toml", tables.WarningsFile).warning
-        self.classes = tables.load_toml(d / "modules.toml", tables.ModulesFile).cls
+        modules = tables.load_toml(d / "modules.toml", tables.ModulesFile)
+        self.classes, self.overrides = modules.cls, modules.override
         self.log_lines = tables.load_toml(d / "log_lines.toml", tables.LogLinesFile).line
         self.warning_by_id = {w.id: w for w in self.warnings}
         self._precompute()
@@ -62,7 +63,7 @@ class Knowledge:
         """Masks of every range the tables use, so a cached Knowledge needs no version parsing."""
         specs = [r.versions for r in self.dispatch_ranges] + [r.versions for r in self.overlap_ranges]
         specs += [w.versions for w in self.warnings] + [c.versions for c in self.classes]
-        specs += [self.max_running_reset.versions]
+        specs += [self.max_running_reset.versions] + [o.versions for o in self.overrides]
         specs += [v for row in self.log_lines for v in row.versions_by_form.values()]
         for spec in specs:
             self.mask(spec)
@@ -235,6 +236,33 @@ class Knowledge:
             if row:
                 todo.extend(row.bases)
         return out
+
+    def override(self, version: str, cls: str, method: str) -> Optional[tables.OverrideRow]:
+        m = self.mask_of(version)
+        return next((o for o in self.overrides if o.cls == cls and o.method == method and self.mask(o.versions) & m), None)
+
+    def method_reaches(self, version: str, running: str, patched: str, method: str) -> tuple[Optional[bool], Optional[str]]:
+        """Does calling `method` on a `running` instance execute `patched.method`? Follows the
+        overrides of modules.toml up the MRO. (True, None) reached; (False, cls) cls's override
+        skips it; (None, cls) cls calls on only conditionally; (None, None) unknown classes."""
+        mro = self.mro(version, running)
+        if patched not in mro:
+            return None, None
+        i, maybe = 0, None
+        while mro[i] != patched:
+            o = self.override(version, mro[i], method)
+            if o is None:
+                i += 1
+                continue
+            if not o.calls or o.calls not in mro[i + 1:]:
+                return False, mro[i]
+            if o.conditional:
+                maybe = maybe or mro[i]
+            j = mro.index(o.calls)
+            if mro.index(patched) < j:  # the call jumps past the patched class
+                return False, mro[i]
+            i = j
+        return (None, maybe) if maybe else (True, None)
 
     def module_of_class(self, name: str) -> Optional[str]:
         return next((c.module for c in self.classes if c.name == name), None)

@@ -189,8 +189,17 @@ class ClassRow(_Row):
     bases: list[str]
 
 
+class OverrideRow(_Row):
+    cls: str
+    method: str
+    versions: str
+    calls: str  # the class whose method the override runs; "" = it replaces the method
+    conditional: bool = False
+
+
 class ModulesFile(msgspec.Struct, forbid_unknown_fields=True):
     cls: list[ClassRow] = msgspec.field(name="class")
+    override: list[OverrideRow] = []
 
 
 # --- configs/sglang/log_lines.toml -----------------------------------------------------------

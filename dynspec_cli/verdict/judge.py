@@ -79,6 +79,7 @@ class Launch:
     env_set: dict[str, Line] = field(default_factory=dict)
     warnings: list[Observation] = field(default_factory=list)
     markers: list[Observation] = field(default_factory=list)
+    feature_dead: list[Observation] = field(default_factory=list)
     ready: Optional[Line] = None
     crash: Optional[Crash] = None
     flag_rejected: Optional[Line] = None
@@ -186,6 +187,7 @@ class Judge:
         self.k = knowledge
         self.feature = feature
         self.patched = patched_classes or [p.cls for p in feature.patch]
+        self.patched_methods = {p.cls: p.function for p in feature.patch}  # class -> the patched method
         self.pinned = sglang_version
         self.pinned_mask = knowledge.mask_of(sglang_version) if sglang_version else None
         self.launches: list[Launch] = []
@@ -271,6 +273,9 @@ class Judge:
 
     def _on_marker(self, la: Launch, obs: Observation) -> None:
         la.markers.append(obs)
+
+    def _on_feature_dead(self, la: Launch, obs: Observation) -> None:
+        la.feature_dead.append(obs)
 
     def _on_probe(self, la: Launch, obs: Observation) -> None:
         ev = obs.data.get("event")
@@ -406,7 +411,7 @@ class Judge:
             return self._empty()
         j = Judging(la)
         for step in (self.step_release, self.step_speculation, self.step_flag, self.step_worker,
-                     self.step_settings, self.step_marker, self.step_probe, self.step_threshold,
+                     self.step_method, self.step_settings, self.step_feature_dead, self.step_marker, self.step_probe, self.step_threshold,
                      self.step_ready, lambda j: self.step_crash(j, at_eof=at_eof, quiet_for=quiet_for),
                      self.step_decide):
             step(j)
@@ -478,7 +483,8 @@ class Judge:
             if la.overlap is not None or j.algos:
                 seen = {o.id for o in la.warnings}
                 analysis = workers.analyze(k, mask, j.algos, la.overlap, la.multi_layer, self.patched,
-                                           fits=lambda v, a: all(k.warning_fits(v, a, w) for w in seen))
+                                           fits=lambda v, a: all(k.warning_fits(v, a, w) for w in seen),
+                                           methods=self.patched_methods)
                 worker["candidates"] = sorted({c.cls for c in analysis.candidates})
                 if analysis.display:
                     worker["class"] = analysis.display.cls
@@ -527,6 +533,25 @@ class Judge:
                 j.add("DS106", "sglang fell back to the V1 worker because speculative_eagle_topk > 1.", line=o.line)
             if o.id == "spec-v2-topk-error":
                 j.add("DS107", "argument resolution raised: spec v2 supports only topk = 1 on this release.", line=o.line)
+
+    def step_method(self, j: "Judging") -> None:
+        """The patched class is in the MRO, but an override on the way never calls the patched method."""
+        a = j.analysis
+        if a is None or not a.candidates or j.la.markers or len(a.method_blocked) != len(a.candidates):
+            return
+        patched, method, by = next(iter(a.method_blocked.values()))
+        running = " / ".join(sorted({c.cls for c in a.method_blocked}))
+        j.add("DS211", f"this launch runs {running}: {by}.{method} does not call {patched}.{method} "
+                       f"(sglang {j.version_text or self.k.span(j.mask)}), so the patch in it never runs.",
+              line=j.la.overlap_line or j.la.algorithm_line or j.la.first,
+              fix=f"Put the patch in {by}.{method} (or in a method {by} does call).")
+
+    def step_feature_dead(self, j: "Judging") -> None:
+        """sglang switched the feature off itself (a `dead_when` line of the feature file)."""
+        if j.la.feature_dead:
+            o = j.la.feature_dead[0]
+            why = o.data.get("reason")
+            j.add("DS112", f"sglang disabled {self.feature.name}" + (f": {why}." if why else "."), line=o.line, clip=False)
 
     def step_marker(self, j: "Judging") -> None:
         """The feature's marker: in this launch, on every rank, or only in an earlier launch."""

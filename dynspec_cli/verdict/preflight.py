@@ -14,7 +14,7 @@ from dynspec_cli.evidence.argv import flag_values
 from dynspec_cli.knowledge.features import Feature
 from dynspec_cli.knowledge.findings import Finding, forced_verdict
 from dynspec_cli.knowledge.sglang import V2_SWITCH_ENV, Knowledge, knowledge
-from dynspec_cli.verdict import flagvalues, workers
+from dynspec_cli.verdict import flagvalues, support, workers
 from dynspec_cli.verdict.codes import EXIT
 
 
@@ -142,6 +142,9 @@ def judge(facts: dict[str, Any], feature: Feature, flags: list[str], env: dict[s
                     fix.append("No setting runs it for " + ", ".join(exceptions) + ".")
                 fix.append(f"Or port the patch to {choice.cls} ({choice.module}.py).")
                 findings.append(Finding("DS201", f"sglang {version} will run {choice.cls}, not {'/'.join(classes)}.", fix=" ".join(fix)))
+            else:
+                findings += method_findings(k, version, choice.cls, classes, patched_out, feature)
+        findings += support.predict(k, feature, version, fv, algo, overlap)
         # Threshold reachability.
         th = _int(fv.get(feature.flag.name)) if feature.flag else None
         mr = _int(fv.get("--max-running-requests"))
@@ -167,6 +170,20 @@ def judge(facts: dict[str, Any], feature: Feature, flags: list[str], env: dict[s
     else:
         v = "unknown"
     return _result(v, facts, version, worker, patched_out, overlap, findings)
+
+
+def method_findings(k: Knowledge, version: str, running: str, classes: list[str], patched_out: list[dict],
+                    feature: Feature) -> list[Finding]:
+    """DS211 when the patched class is in the MRO but an override skips the patched method (the
+    method is where the marker was found, else the feature's usual location)."""
+    methods = {p.cls: p.function for p in feature.patch}
+    methods.update({p["class"]: p["function"] for p in patched_out if p.get("class") and p.get("function")})
+    b = workers.method_blocked(k, running, k.mask_of(version), classes, methods)
+    if b is None:
+        return []
+    patched, method, by = b
+    return [Finding("DS211", f"sglang {version} will run {running}, whose {by}.{method} does not call {patched}.{method}: the patch in it never runs.",
+                    fix=f"Put the patch in {by}.{method} (or in a method {by} does call).")]
 
 
 def threshold_fix(threshold: int, max_running: int) -> dict[str, int]:

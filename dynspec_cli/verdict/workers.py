@@ -20,10 +20,14 @@ class WorkerAnalysis:
     display_note: str = ""
     patched_on_path: Optional[bool] = None  # True: every candidate has a patched class in its MRO
     errors: list[str] = field(default_factory=list)  # dispatch raises instead
+    # candidate -> (patched class, method, the class whose override skips it): the patched
+    # class is in its MRO, but the patched method never runs (configs/sglang/modules.toml overrides)
+    method_blocked: dict[WorkerChoice, tuple[str, str, str]] = field(default_factory=dict)
 
 
 def analyze(k: Knowledge, mask: int, algorithms: Iterable[str] | None, overlap: Optional[bool],
-            multi_layer: Optional[bool], patched: list[str], fits=None) -> WorkerAnalysis:
+            multi_layer: Optional[bool], patched: list[str], fits=None,
+            methods: Optional[dict[str, str]] = None) -> WorkerAnalysis:
     algos = sorted(set(algorithms)) if algorithms else list(SPEC_ALGORITHMS)
     overlaps = [overlap] if overlap is not None else [True, False]
     mls_all = [multi_layer] if multi_layer is not None else [False, True]
@@ -40,7 +44,26 @@ def analyze(k: Knowledge, mask: int, algorithms: Iterable[str] | None, overlap: 
     if cands and patched:
         flags = [_has_patched(k, c, m, patched) for c, m in cands.items()]
         on_path = True if all(flags) else False if not any(flags) else None
-    return WorkerAnalysis(cands, display, note, on_path, errors)
+    blocked = {c: b for c, m in cands.items() if (b := method_blocked(k, c.cls, m, patched, methods or {}))}
+    return WorkerAnalysis(cands, display, note, on_path, errors, blocked)
+
+
+def method_blocked(k: Knowledge, running: str, mask: int, patched: list[str],
+                   methods: dict[str, str]) -> Optional[tuple[str, str, str]]:
+    """(patched class, method, blocking class) when, on every release of `mask`, each patched
+    class in `running`'s MRO has its patched method skipped by an override on the way (a
+    subclass's method that never calls it); None when one of them runs or it is not known."""
+    found = None
+    for v in k.versions_in(mask):
+        on_mro = [p for p in patched if p in k.mro(v, running) and p in methods]
+        if not on_mro:
+            return None
+        for p in on_mro:
+            reached, by = k.method_reaches(v, running, p, methods[p])
+            if reached is not False:
+                return None
+            found = found or (p, methods[p], by)
+    return found
 
 
 def _has_patched(k: Knowledge, c: WorkerChoice, mask: int, patched: list[str]) -> bool:
