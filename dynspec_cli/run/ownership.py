@@ -37,7 +37,7 @@ def _error(msg: str) -> Exception:
 
 def ask(host: Host, command: str, req: dict[str, Any], *, timeout: float = 60) -> dict[str, Any]:
     """Run one runstate command with the host's python; its JSON answer."""
-    res = host.run_python(host.python, inject.text("runstate.py"), [command, json.dumps(req)], timeout=timeout)
+    res = host.run_python(host.python, inject.program("runstate.py"), [command, json.dumps(req)], timeout=timeout)
     try:
         doc = json.loads(res.stdout)
     except ValueError:
