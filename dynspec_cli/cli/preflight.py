@@ -14,9 +14,7 @@ def run_preflight(profile: Optional[str] = None, extra: Sequence[str] = (), *, h
     """The whole command: inspect, judge, print the report (or JSON), return the exit code.
     `extra` are the sglang server flags (what follows `--`)."""
     if sbatch is not None:  # the user's own sbatch script (run/sbatch_check.py)
-        from dynspec_cli.run.sbatch_check import run_check
-
-        return run_check(sbatch, json_out=json_out)
+        return _check_sbatch(sbatch, json_out)
     from dynspec_cli.cli import checks, runs
     from dynspec_cli.cli.errors import known_errors, report
     from dynspec_cli.knowledge.features import load_feature
@@ -44,7 +42,7 @@ def run_preflight(profile: Optional[str] = None, extra: Sequence[str] = (), *, h
             env_map = dict(item.split("=", 1) for item in env)
             flags = extra
         checks.python_path(py)
-        if (engine or feat.engine) == "vllm":  # flags are `vllm serve` flags (dynspec_cli/engines)
+        if (engine or feat.engine) == "vllm":  # flags are `vllm serve` flags (dynspec_cli/verdict/engines.py)
             return _run_vllm(runs, target_spec, ssh_config, known_hosts, accept_new_host_key, py, feat, flags, env_map,
                              json_out, dynamic)
         if engine not in (None, "sglang", "auto"):
@@ -115,3 +113,26 @@ def _run_vllm(runs, target_spec, ssh_config, known_hosts, accept_new_host_key, p
     else:
         print(vp.render(result))
     return result["exit_code"]
+
+
+def _check_sbatch(path: str, json_out: bool) -> int:
+    """`dynspec preflight --sbatch FILE`: the findings, exit 1 if the script would not launch right."""
+    from dynspec_cli.cli.errors import report
+    from dynspec_cli.run.sbatch_check import check
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except (OSError, UnicodeDecodeError) as e:
+        return report(f"{path}: cannot read the sbatch script: {getattr(e, 'strerror', None) or e}")
+    res = check(text)
+    res["script"] = path
+    if json_out:
+        from dynspec_cli.report.jsonout import emit
+
+        emit(res)
+    else:
+        from dynspec_cli.report.console import render_sbatch_check
+
+        render_sbatch_check(res, path)
+    return res["exit_code"]

@@ -78,7 +78,7 @@ class Feature(msgspec.Struct, forbid_unknown_fields=True, dict=True):
     support: list[SupportRule] = []
     tiers: list[Tiers] = []
     source: str = ""
-    engine: str = "sglang"  # the engine the patch is for (dynspec_cli/engines)
+    engine: str = "sglang"  # the engine the patch is for (dynspec_cli/verdict/engines.py)
 
     def __post_init__(self) -> None:
         try:

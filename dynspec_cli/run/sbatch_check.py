@@ -220,38 +220,3 @@ def check(text: str) -> dict[str, Any]:
     dead = forced_verdict(findings, "preflight") == "dead"  # the policy is configs/findings.toml's
     return {"findings": [f.to_json() for f in findings], "nodes": nodes, "launches": len(launches),
             "verdict": "dead" if dead else "ok", "exit_code": 1 if dead else 0}
-
-
-def run_check(path: str, *, json_out: bool = False) -> int:
-    """`dynspec preflight --sbatch FILE`: the findings, exit 1 if the script would not launch right."""
-    import sys
-
-    from dynspec_cli.cli.errors import report
-
-    try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except (OSError, UnicodeDecodeError) as e:
-        return report(f"{path}: cannot read the sbatch script: {getattr(e, 'strerror', None) or e}")
-    res = check(text)
-    res["script"] = path
-    if json_out:
-        from dynspec_cli.report.jsonout import emit
-
-        emit(res)
-        return res["exit_code"]
-    from dynspec_cli.knowledge.findings import doc
-
-    out = sys.stdout
-    if not res["findings"]:
-        out.write(f"✓ {path}: {res['launches']} sglang launch(es), "
-                  f"{res['nodes'] or 1} node(s): no rank, rendezvous or node-count mistake found\n")
-        return 0
-    out.write(f"✗ {path}: this job would not start the server as meant\n")
-    for f in res["findings"]:
-        d = doc(f["code"])
-        where = f" (line {f['line']})" if f.get("line") else ""
-        out.write(f"  ✗ {f['code']} {d.name if d else ''}{where}: {f['message']}\n")
-        if d is not None and d.fix:
-            out.write(f"      fix: {d.fix}\n")
-    return res["exit_code"]

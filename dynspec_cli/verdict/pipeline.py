@@ -31,8 +31,8 @@ class Pipeline:
 
     def __init__(self, feature: Feature, patched: Optional[list[str]] = None, version: Optional[str] = None, *,
                  line_base: int = 0, offset: int = 0, knowledge=None, engine: str = "sglang") -> None:
-        if engine != "sglang":  # another engine's classifier and judge (dynspec_cli/engines)
-            from dynspec_cli import engines
+        if engine != "sglang":  # another engine's classifier and judge (dynspec_cli/verdict/engines.py)
+            from dynspec_cli.verdict import engines
 
             e = engines.get(engine)
             self.feature = feature
