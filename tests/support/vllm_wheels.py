@@ -11,8 +11,6 @@ never committed. Set DYNSPEC_VLLM_WHEEL_DIR to a directory of downloaded wheels 
 instead (no network)."""
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import fnmatch
 import functools
 import io
@@ -24,6 +22,8 @@ import urllib.parse
 import urllib.request
 import zipfile
 from pathlib import Path
+
+from tests.support import wheels
 
 CACHE = Path(os.environ.get("DYNSPEC_TEST_CACHE", Path.home() / ".cache" / "dynspec-tests")) / "vllm"
 PYPI_JSON = "https://pypi.org/pypi/vllm/json"
@@ -43,15 +43,8 @@ MEMBERS = (
 _FORMAT = "1"  # bump when MEMBERS changes, so caches are refilled
 
 
-@contextlib.contextmanager
 def _locked(name: str):
-    CACHE.mkdir(parents=True, exist_ok=True)
-    with open(CACHE / f".{name}.lock", "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+    return wheels._locked(f"vllm-{name}")  # one lock helper for every test cache
 
 
 def _get(url: str, headers: dict | None = None, tries: int = 4) -> bytes:

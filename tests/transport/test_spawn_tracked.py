@@ -37,7 +37,17 @@ def test_spawn_tracked_failure_still_leaves_the_pid_file(host, tmp_path):
     with pytest.raises(SpawnFailed, match="command not found"):
         host.spawn_tracked(["no-such-command-dynspec"], log_path=str(tmp_path / "l"), pid_file=str(pid_file))
     pid = int(pid_file.read_text())
-    assert not Path(f"/proc/{pid}").exists() or Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+
+    def gone() -> bool:
+        try:
+            return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+        except FileNotFoundError:
+            return True
+
+    deadline = time.monotonic() + 10  # the failed session may still be exiting when the error comes back
+    while not gone() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert gone()
 
 
 def test_dynspec_home_is_the_hosts_dynspec_home(host):
