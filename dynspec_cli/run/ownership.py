@@ -36,8 +36,12 @@ def _error(msg: str) -> Exception:
 
 
 def ask(host: Host, command: str, req: dict[str, Any], *, timeout: float = 60) -> dict[str, Any]:
-    """Run one runstate command with the host's python; its JSON answer."""
-    res = host.run_python(host.python, inject.program("runstate.py"), [command, json.dumps(req)], timeout=timeout)
+    """Run one runstate command with the host's python; its JSON answer. Each command may run twice
+    (a drop under it is retried through a reconnect): identify and status only read, and a signal
+    is sent only to the processes the anchors still prove to be the run's, so a second SIGTERM or
+    SIGKILL to them changes nothing."""
+    res = host.run_python(host.python, inject.program("runstate.py"), [command, json.dumps(req)], timeout=timeout,
+                          idempotent=True)
     try:
         doc = json.loads(res.stdout)
     except ValueError:

@@ -399,7 +399,7 @@ class Host(abc.ABC):
         """dynspec's directory on this host: its $DYNSPEC_HOME (a leading ~/ is its home), else ~/.dynspec."""
         cached = getattr(self, "_dynspec_home", None)
         if cached is None:
-            res = self._run_script(shell.DYNSPEC_HOME, timeout=30)
+            res = self._script("dynspec home", shell.DYNSPEC_HOME, timeout=30)
             cached = res.stdout.decode("utf-8", "surrogateescape").rstrip("/") or self.home().rstrip("/") + "/.dynspec"
             if cached == "~" or cached.startswith("~/"):
                 cached = self.home().rstrip("/") + cached[1:]

@@ -158,9 +158,11 @@ def test_dead_run_is_stopped_and_status_told_with_a_drop_under_every_step(remote
         outcome = watch(host, rec, load_feature(rec.feature), timeout=60, keep=False)
         assert outcome.verdict.verdict == "dead" and outcome.stopped
         assert not group_alive(rec.pgid)
-        kinds = {k for k, body in [("liveness", shell.GROUP_ALIVE), ("signal", shell.SIGNAL_GROUP),
-                                   ("save", shell.WRITE_FILE)] for s in cut.hits if body in s}
-        assert kinds == {"liveness", "signal", "save"}, kinds
+        # the stop proves the run's identity, then signals it, both through inject/runstate.py
+        # (`python - identify|signal JSON`, the program on stdin)
+        kinds = {k for k, body in [("liveness", shell.GROUP_ALIVE), ("identify", " - identify "),
+                                   ("signal", " - signal "), ("save", shell.WRITE_FILE)] for s in cut.hits if body in s}
+        assert kinds == {"liveness", "identify", "signal", "save"}, kinds
         saved = records.load(host, rec.name)
         assert saved.verdict == "dead" and saved.stopped_at is not None
 

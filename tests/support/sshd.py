@@ -36,11 +36,14 @@ SSH_KEYGEN = shutil.which("ssh-keygen") or "/usr/bin/ssh-keygen"
 INSTALL_HINT = "apt-get install -y openssh-server openssh-client"
 
 
-def _dynspec_home_env() -> str:
+def _dynspec_home_env(session_env: dict[str, str]) -> str:
     """The suite's DYNSPEC_HOME (tests/conftest.py) for the sessions too: a test host's records land
-    in the temp home, never in the sshd user's real ~/.dynspec."""
+    in the temp home, never in the sshd user's real ~/.dynspec. A server whose sessions get their own
+    (temporary) HOME keeps dynspec's default there, ~/.dynspec, which is what such tests look at."""
     home = os.environ.get("DYNSPEC_HOME")
-    return f" DYNSPEC_HOME={home}" if home and " " not in home else ""
+    if "HOME" in session_env or "DYNSPEC_HOME" in session_env or not home or " " in home:
+        return ""
+    return f" DYNSPEC_HOME={home}"
 
 
 def require_openssh() -> None:
@@ -194,7 +197,7 @@ MaxSessions 200
 LogLevel VERBOSE
 # bash sources ~/.bashrc for ssh commands only when SHLVL < 2: skip it (pyenv/conda init costs
 # ~0.5 s per command here); real hosts pay that, the tests need not
-SetEnv {setenv}{_dynspec_home_env()}
+SetEnv {setenv}{_dynspec_home_env(session_env or {})}
 {extra_config}""")
         logf = open(log, "ab")
         proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(cfg)], stdin=subprocess.DEVNULL,

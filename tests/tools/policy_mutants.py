@@ -15,7 +15,8 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-FAST = ["tests/verdict", "tests/evidence", "tests/cli", "tests/knowledge/test_knowledge.py",
+FAST = ["tests/verdict", "tests/evidence", "tests/cli", "tests/knowledge/test_knowledge.py", "tests/vllm",
+        "tests/slurm/test_sbatch_check.py",
         "tests/multinode/test_group_profile.py"]
 MARKS = "not ssh and not realsglang and not netns and not wheels and not slurm"
 
