@@ -87,7 +87,7 @@ def judge(facts: dict[str, Any], feature: Feature, spec: Optional[dict], env: di
         return _result("unknown", out, findings)
     if not vl.get("found"):
         findings.append(Finding("DS608", f"{(facts.get('python') or {}).get('executable', 'this python')}: {vl.get('reason')}."))
-        return _result("dead", out, findings)
+        return _result(_decided(findings, "unknown"), out, findings)
     hits = (facts.get("marker") or {}).get("hits") or []
     out["patched"] = [{"file": h.get("file"), "line": h.get("line"), "class": h.get("class"), "function": h.get("function")}
                       for h in hits]
@@ -95,10 +95,10 @@ def judge(facts: dict[str, Any], feature: Feature, spec: Optional[dict], env: di
         findings.append(Finding("DS609", f"no {feature.marker.literal!r} in {vl.get('package_dir')} ({(facts.get('marker') or {}).get('files_scanned')} files)."))
     if not k.known(version):
         findings.append(Finding("DS606", f"vllm {version} is not in configs/vllm/releases.toml ({k.releases[0]} – {k.releases[-1]})."))
-        return _result("dead" if not hits else "unknown", out, findings)
+        return _result(_decided(findings, "unknown"), out, findings)
     if spec is None:
         findings.append(Finding("DS602", "no --speculative-config: vLLM will run no proposer."))
-        return _result("dead", out, findings)
+        return _result(_decided(findings, "unknown"), out, findings)
     # the server's environment: the user's overrides over what the inspector saw
     eff_env = {kk: v for kk, v in (facts.get("env") or {}).items() if v is not None}
     eff_env.update({kk: v for kk, v in env.items() if v is not None})
@@ -161,13 +161,12 @@ def judge(facts: dict[str, Any], feature: Feature, spec: Optional[dict], env: di
             findings.append(Finding("DS603", f"speculative_config.{issue.key} on vllm {version}: {issue.status}. {issue.note}"))
         else:
             findings.append(Finding("DS604", f"speculative_config.{issue.key}: {issue.note}"))
-    if any(doc(f.code).verdict.get("preflight") == "dead" for f in findings):  # configs/findings.toml's policy
-        v = "dead"
-    elif out["patch_on_path"]:
-        v = "reachable"
-    else:
-        v = "unknown"
-    return _result(v, out, findings)
+    return _result(_decided(findings, "reachable" if out["patch_on_path"] else "unknown"), out, findings)
+
+
+def _decided(findings: list[Finding], otherwise: str) -> str:
+    """dead when a finding's preflight effect says so (configs/findings.toml's policy), else `otherwise`."""
+    return "dead" if any(doc(f.code).verdict.get("preflight") == "dead" for f in findings) else otherwise
 
 
 def _result(verdict: str, out: dict, findings: list[Finding]) -> dict[str, Any]:

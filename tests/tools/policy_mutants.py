@@ -18,7 +18,8 @@ ROOT = Path(__file__).resolve().parents[2]
 FAST = ["tests/verdict", "tests/evidence", "tests/cli", "tests/knowledge/test_knowledge.py", "tests/vllm",
         "tests/slurm/test_sbatch_check.py",
         "tests/multinode/test_group_profile.py"]
-MARKS = "not ssh and not realsglang and not netns and not wheels and not slurm"
+# (the wheels-marked tests in FAST are tests/vllm's preflight ones: 3 s once the wheel members are cached)
+MARKS = "not ssh and not realsglang and not netns and not slurm"
 
 
 def effects(text: str) -> list[tuple[str, str]]:

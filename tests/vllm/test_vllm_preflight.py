@@ -165,3 +165,12 @@ def test_dynamic_route_agrees_with_the_tables(tmp_path):
     assert d["ok"], d
     assert d["unsupported_v2"] == ["parallel drafting for EAGLE speculative decoding"]
     assert d["use_v2_model_runner"] is False and r["runner"]["runner"] == "v1" and d["static_agrees"]
+
+
+def test_no_speculative_config_is_dead(tmp_path):
+    # vllm/engine/arg_utils.py: speculative_config defaults to None, and with no SpeculativeConfig
+    # the model runner builds no drafter, so a patched proposer never runs
+    site = install(tmp_path, "0.33.0", V2_FILE, "EagleSpeculator")
+    r = run(site, ["--tensor-parallel-size", "1"])
+    assert r["verdict"] == "dead" and r["exit_code"] == 1
+    assert [f["code"] for f in r["findings"] if f["severity"] == "error"] == ["DS602"]
