@@ -79,6 +79,9 @@ class Feature(msgspec.Struct, forbid_unknown_fields=True, dict=True):
     tiers: list[Tiers] = []
     source: str = ""
     engine: str = "sglang"  # the engine the patch is for (dynspec_cli/verdict/engines.py)
+    # the worker classes that build the feature's code when its marker is in a helper class (sglang's
+    # own features): preflight looks for one of them in the running worker's MRO, not the marker's class
+    runs_in: list[str] = []
 
     def __post_init__(self) -> None:
         try:

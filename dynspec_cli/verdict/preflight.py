@@ -93,7 +93,7 @@ def judge(facts: dict[str, Any], feature: Feature, flags: list[str], env: dict[s
         findings.append(Finding("DS110", message))
     # Which worker, by the tables (static route).
     fv = flag_values(flags)
-    classes = list(patched or [])
+    classes = list(patched or feature.runs_in)
     if not classes:
         classes = [p["class"] for p in patched_out if p.get("class")] or [p.cls for p in feature.patch]
     classes = list(dict.fromkeys(classes))
@@ -130,9 +130,11 @@ def judge(facts: dict[str, Any], feature: Feature, flags: list[str], env: dict[s
                                f"{' (' + out.warning + ')' if out.warning else ''}; configs/sglang/dispatch.toml",
                       "mro": mro}
             mask = k.mask_of(version)
-            for c in classes:
-                if k.class_mask(c) and not k.class_mask(c) & mask:
-                    findings.append(Finding("DS202", f"{c} does not exist in sglang {version}."))
+            absent = [c for c in classes if k.class_mask(c) and not k.class_mask(c) & mask]
+            if feature.runs_in and len(absent) < len(classes):
+                absent = []  # (runs_in names alternatives: one of them existing is enough)
+            for c in absent:
+                findings.append(Finding("DS202", f"{c} does not exist in sglang {version}."))
             if not any(c in mro for c in classes):
                 steps, exceptions = workers.how_to_run(k, mask, [algo], classes)
                 fix = []
@@ -142,7 +144,7 @@ def judge(facts: dict[str, Any], feature: Feature, flags: list[str], env: dict[s
                     fix.append("No setting runs it for " + ", ".join(exceptions) + ".")
                 fix.append(f"Or port the patch to {choice.cls} ({choice.module}.py).")
                 findings.append(Finding("DS201", f"sglang {version} will run {choice.cls}, not {'/'.join(classes)}.", fix=" ".join(fix)))
-            else:
+            elif not feature.runs_in:  # (a runs_in class runs the feature from its own code)
                 findings += method_findings(k, version, choice.cls, classes, patched_out, feature)
         findings += support.predict(k, feature, version, fv, algo, overlap)
         # Threshold reachability.

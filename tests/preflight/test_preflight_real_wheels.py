@@ -127,3 +127,30 @@ def test_unknown_flag_is_dead(sglang_python):
 def test_python_without_sglang_is_dead_not_a_traceback():
     d = preflight(sys.executable, *SPEC)
     assert d["verdict"] == "dead" and "DS210" in d["codes"]
+
+
+# --- SGLang's own --speculative-adaptive: its code is sglang's, logged by a helper class ---------
+# (AdaptiveSpeculativeParams, adaptive_spec_params.py) that the worker builds: 0.5.16
+# eagle_worker_v2.py:1060 `if server_args.speculative_adaptive: self.adaptive_controller =
+# AdaptiveController(...)` inside EAGLEWorkerV2.__init__; 0.5.11 only eagle_worker.py's EAGLEWorker does.
+ADAPTIVE = ["--model-path", "/m", "--speculative-algorithm", "EAGLE3", "--speculative-adaptive"]
+
+
+@pytest.mark.parametrize("version, flags, verdict", [
+    ("0.5.16", ["--speculative-eagle-topk", "1"], "reachable"),
+    ("0.5.23", ["--speculative-eagle-topk", "1"], "reachable"),
+    ("0.5.16", ["--speculative-eagle-topk", "4"], "dead"),  # adaptive_unsupported_reason: only topk=1
+    ("0.5.11", ["--speculative-eagle-topk", "1"], "dead"),  # overlap on by default: V2, which has no controller
+    ("0.5.11", ["--speculative-eagle-topk", "1", "--disable-overlap-schedule"], "reachable"),  # EAGLEWorker
+])
+def test_adaptive_on_the_unpatched_wheel(version, flags, verdict):
+    from tests.support import wheels
+
+    cmd = DYNSPEC + ["preflight", "--feature", "speculative-adaptive", "--json", "--", *ADAPTIVE, *flags]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=180,
+                       env={**__import__("os").environ, "PYTHONPATH": str(wheels.unpacked(version))})
+    d = json.loads(r.stdout)
+    assert d["sglang_version"] == version
+    assert d["verdict"] == verdict, d["findings"]
+    codes = {f["code"] for f in d["findings"] if f["severity"] == "error"}
+    assert codes == ({"DS112"} if verdict == "dead" else set()), d["findings"]

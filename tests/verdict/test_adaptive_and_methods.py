@@ -162,3 +162,28 @@ def test_tiers_table_shows_where_speculation_stops():
     text = tiers.render(k, f, "0.5.20")
     assert [ln.split()[-1] for ln in text.splitlines()[2:]] == ["always", "sometimes", "sometimes", "never"]
     assert tiers.tiers_of(k, f, "0.5.10") is None
+
+
+def test_preflight_adaptive_marker_in_its_helper_class_is_reached_through_the_worker():
+    # the marker sits in AdaptiveSpeculativeParams.__init__, which EAGLEWorkerV2.__init__ builds
+    # (0.5.16 eagle_worker_v2.py:1060): reachable, and dead only by sglang's own fallback
+    f = facts("0.5.16")
+    f["marker"]["hits"] = [{"file": f"{PKG}/srt/speculative/adaptive_spec_params.py", "class": "AdaptiveSpeculativeParams",
+                            "function": "__init__", "line": 287}]
+    assert pre("0.5.16", *BASE, f=copy.deepcopy(f)) == ("reachable", {})
+    verdict, found = pre("0.5.16", *BASE, "--speculative-eagle-topk", "4", f=f)
+    assert verdict == "dead" and set(found) == {"DS112"}
+
+
+def test_adaptive_fallback_is_dead_at_its_line_before_the_server_is_ready():
+    # what verify --follow sees first: the fallback warning and server_args, no ready line yet
+    first = "\n".join(adaptive_log(fallback=True, marker=False).splitlines()[:2]) + "\n"
+    v = judge_text(first, feature=ADAPTIVE, version="0.5.23")
+    assert v.verdict == "dead" and "DS112" in codes(v)
+
+
+def test_standalone_v2_is_dead_from_server_args_alone():
+    log = ts(dump(model_path="/m", speculative_algorithm="STANDALONE", speculative_eagle_topk=1,
+                  disable_overlap_schedule=False, enable_multi_layer_eagle=False)) + "\n"
+    v = judge_text(log, version="0.5.16")
+    assert v.verdict == "dead" and "DS211" in codes(v)
