@@ -276,6 +276,7 @@ def render(login: Host, sp: SlurmProfile, feature, *, jobdir: str, probe_env: di
     ]
     if prof.workdir:
         node.append(f"cd {q(records.expand(login, prof.workdir))} || exit 1")
+    node.append(f"echo $$ > {q(jobdir)}/server-n$RANK.pid  # exec keeps the pid: the server's, for prove and gate")
     node.append(f"exec env {envline} {cmd} >> \"$LOG\" 2>&1" if envline else f"exec {cmd} >> \"$LOG\" 2>&1")
     return Job(prof.name, jobdir, batch, "\n".join(node) + "\n", logs, list(offsets or [0] * n), pre_files,
                batch_log, argv)
@@ -510,6 +511,54 @@ def lines_before(login: Host, log: str, offset: int) -> int:
     from dynspec_cli.run.control import lines_before as lb
 
     return lb(login, log, offset)
+
+
+# --------------------------------------------------------------------------------------------------
+# the server process on a node (for prove and gate)
+
+NODE_PROC = r"""
+import hashlib, json, sys
+pid, out = sys.argv[1], {"pid": int(sys.argv[1]), "alive": False}
+try:
+    stat = open(f"/proc/{pid}/stat").read()
+    out["start"] = stat[stat.rfind(")") + 2:].split()[19]
+    out["cmdline_sha256"] = hashlib.sha256(open(f"/proc/{pid}/cmdline", "rb").read()).hexdigest()
+    out["alive"] = True
+except (OSError, IndexError):
+    pass
+try:
+    out["boot_id"] = open("/proc/sys/kernel/random/boot_id").read().strip()
+except OSError:
+    pass
+print(json.dumps(out))
+"""
+
+
+def server_pid(login: Host, rec: SlurmRecord, rank: int = 0) -> Optional[int]:
+    """The pid node.sh wrote (its own, kept by exec) before starting the server on node `rank`."""
+    try:
+        text = login.read_file(f"{rec.jobdir}/server-n{rank}.pid").decode("ascii", "replace").strip()
+    except (FileNotFoundError, PermissionError):
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def node_process(login: Host, job_id: str, node: str, python: str, pid: int) -> dict[str, Any]:
+    """pid on `node` as that node sees it, through a step of the job itself (`srun --overlap`):
+    alive, start (clock ticks since boot), cmdline_sha256, boot_id."""
+    res = _run(login, ["srun", f"--jobid={job_id}", "--overlap", f"--nodelist={node}", "--nodes=1", "--ntasks=1",
+                       "--quiet", python, "-c", NODE_PROC, str(int(pid))], timeout=60)
+    try:
+        doc = json.loads(res.text.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise SlurmError(f"srun on {node} in job {job_id}: {_one_line(res)}") from None
+    return {**doc, "node": node}
+
+
+def server_gone(login: Host, rec: SlurmRecord) -> Optional[str]:
+    """Why the run's server is not serving any more (None: the job still runs)."""
+    st = job_state(login, rec.job_id)
+    return None if st.state == "RUNNING" else f"Slurm job {rec.job_id} is {st.shown()}"
 
 
 # --------------------------------------------------------------------------------------------------
