@@ -46,6 +46,10 @@ else:  # pragma: no cover
 # Slurm's job states (squeue %T / scontrol JobState) that mean the job has ended
 ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL",
          "DEADLINE", "SPECIAL_EXIT", "REVOKED"}
+# ended by Slurm itself, not by the server's own exit: the job's state says why the nodes stopped
+BY_SLURM = {"TIMEOUT": "at its time limit ([slurm] time)", "OUT_OF_MEMORY": "for running out of memory",
+            "NODE_FAIL": "because a node failed", "PREEMPTED": "to preempt it", "CANCELLED": "on an scancel",
+            "DEADLINE": "at its deadline", "BOOT_FAIL": "because a node failed to boot"}
 WAITING = {"PENDING", "CONFIGURING", "REQUEUED", "RESV_DEL_HOLD", "REQUEUE_HOLD", "REQUEUE_FED", "SUSPENDED"}
 _TIME = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$|^\d+-\d+$")
 _WORD = re.compile(r"^[A-Za-z0-9_.,:+-][A-Za-z0-9_.,:+()&|\[\]-]*$")
@@ -798,6 +802,9 @@ def watch(login: Host, rec: SlurmRecord, feature, *, timeout: Optional[float], p
                 break
             if threads:
                 g = _decide(states)
+                if g is not None and g.verdict != "live" and jw.state.state in BY_SLURM:
+                    outcome = _ended(states, jw.state)  # the nodes stopped because Slurm ended the job
+                    break
                 if g is not None:
                     outcome = SlurmOutcome(g.verdict, g.exit_code, g.why, g.message, states, st, culprit=g.culprit)
                     break
@@ -847,11 +854,12 @@ def _ended(states, st: JobState) -> SlurmOutcome:
     from dynspec_cli.run.group import group_verdict
 
     gv = group_verdict([s.verdict for s in states])
+    why = f"; Slurm ended it {BY_SLURM[st.state]}" if st.state in BY_SLURM else ""
     if st.state == "COMPLETED":
         return SlurmOutcome(gv if gv != "live" else "inconclusive", 3 if gv != "dead" else 1, "job-ended",
                             f"the job ended {st.shown()} before the verdict", states, st)
     return SlurmOutcome("crashed" if gv != "dead" else "dead", 4 if gv != "dead" else 1, "job-ended",
-                        f"the job ended {st.shown()} before every node was live", states, st)
+                        f"the job ended {st.shown()} before every node was live{why}", states, st)
 
 
 # --------------------------------------------------------------------------------------------------
