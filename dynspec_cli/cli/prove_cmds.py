@@ -13,7 +13,8 @@ PROVE_EXIT = ("Exit codes: 0 proven · 1 the feature does not behave as expected
               "2 bad input · 3 inconclusive (e.g. the running batch never exceeded the threshold) · "
               "4 the server died during the run · 130 interrupted.")
 GATE_EXIT = ("Exit codes: 0 the receipt says live and proven and the same server process runs the same "
-             "patched files · 1 a check failed (one line says which) · 2 no readable receipt / bad input.")
+             "patched files (a Slurm run: the same job RUNNING on the same nodes, node 0's proven server "
+             "alive) · 1 a check failed (one line says which) · 2 no readable receipt / bad input.")
 
 
 def _fail(msg: str) -> typer.Exit:

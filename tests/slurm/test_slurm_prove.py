@@ -51,6 +51,14 @@ def test_prove_by_job_id_gate_by_name_and_job_id_then_cancelled_job_fails_the_ga
         assert f"pid {srv['pid']} on n1, Slurm job {jid}" in g.stdout
         g = ds("gate", jid, "--json")
         assert g.returncode == 0 and json.loads(g.stdout)["ok"] is True, g.stderr
+        # a receipt for other nodes, or for another process with that pid, is refused while the job runs
+        other = tmp_path / "other.receipt.json"
+        other.write_text(json.dumps({**rc, "slurm": {**rc["slurm"], "nodes": ["n2", "n1"]}}))
+        g = ds("gate", str(other))
+        assert g.returncode == 1 and f"Slurm job {jid} runs on n1,n2, not on the proven n2,n1" in g.stderr, g.stderr
+        other.write_text(json.dumps({**rc, "server": {**srv, "leader_start": "1"}}))
+        g = ds("gate", str(other))
+        assert g.returncode == 1 and f"pid {srv['pid']} on n1 is another process than the proven server" in g.stderr
     finally:
         s = ds("stop", name)
     assert s.returncode == 0, s.stderr
