@@ -73,3 +73,21 @@ def test_prove_of_an_unknown_slurm_job_id_is_one_line_exit_2(slurm):
     r = ds("prove", "987654")
     lines = r.stderr.strip().splitlines()
     assert r.returncode == 2 and len(lines) == 1 and "no run named '987654'" in lines[0], r.stderr
+
+
+def test_prove_of_a_pending_job_is_one_line_exit_2_and_gate_finds_no_receipt(tmp_path, slurm):
+    name = f"sq-{uuid.uuid4().hex[:8]}"
+    prof = write_slurm_profile(tmp_path / "s.toml", name, slurm={"extra": ["--begin=now+1hour"]})
+    r = ds("launch", str(prof), "--no-preflight", "--no-watch")
+    assert r.returncode == 0, r.stderr
+    jid = slurm_record(name)["job_id"]
+    try:
+        p = ds("prove", name, *FAST)
+        lines = p.stderr.strip().splitlines()
+        assert p.returncode == 2 and len(lines) == 1, p.stderr
+        assert f"Slurm run {name} (job {jid}) has no nodes recorded yet" in lines[0]
+        g = ds("gate", jid)  # never proven: no receipt (the job id names the run's receipt), exit 2
+        assert g.returncode == 2 and f"{name}.receipt.json" in g.stderr and "run dynspec prove first" in g.stderr
+    finally:
+        s = ds("stop", jid)
+    assert s.returncode == 0 and not slurm.queued(), s.stderr
