@@ -30,7 +30,8 @@ def _bad_input():
 
 
 def prove(
-    name: Optional[str] = typer.Argument(None, help="Run name (as given to dynspec launch) or a Slurm run's job id; or use --url."),
+    name: Optional[str] = typer.Argument(None, help="Run name (as given to dynspec launch) or a Slurm run's job id; "
+                                                    "or use --url."),
     host: str = typer.Option("local", "--host", help="Where the run lives (ssh_config alias, user@host[:port], local)."),
     url: Optional[str] = typer.Option(None, "--url", help="A server on this machine without a run record (loopback addresses only)."),
     threshold: Optional[int] = typer.Option(None, "--threshold", help="Default: --speculative-disable-batch-threshold in the run's command line (else the marker, else /server_info)."),
@@ -191,7 +192,8 @@ def _prove(target, feat, out, json_out, threshold, steps, duration, max_requests
 
 
 def gate(
-    receipt: str = typer.Argument(..., help="The receipt (path on --host), or a run name (a Slurm run's job id too): ~/.dynspec/runs/NAME.receipt.json."),
+    receipt: str = typer.Argument(..., help="The receipt (path on --host), or a run name (a Slurm run's job id too): "
+                                            "~/.dynspec/runs/NAME.receipt.json."),
     host: str = typer.Option("local", "--host", help="The server's host (where the receipt and the process are)."),
     max_age: Optional[str] = typer.Option(None, "--max-age", help="Refuse a receipt older than this (90s, 30m, 1h, 2d)."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as one JSON object."),

@@ -162,10 +162,7 @@ def check(host: Host, doc: dict[str, Any], *, max_age: Optional[float], now: Opt
     age = (now or time.time()) - float(doc.get("created_at") or 0)
     if max_age is not None and age > max_age:
         raise GateFailed("age", f"the receipt is {format_age(age)} old (max {format_age(max_age)}); prove again")
-    if doc.get("slurm"):
-        pid, where = _check_slurm_job(host, doc), f"on {(doc.get('server') or {}).get('node')}, Slurm job {doc['slurm'].get('job_id')}"
-    else:
-        pid, where = _check_process(host, doc), ""
+    who = _check_slurm_job(host, doc) if doc.get("slurm") else _check_process(host, doc)
     files = doc.get("patched_files") or []
     if not files:
         raise GateFailed("patched-files", "the receipt names no patched file (prove with --patched-file PATH)")
@@ -176,11 +173,11 @@ def check(host: Host, doc: dict[str, Any], *, max_age: Optional[float], now: Opt
         if now_sha != f.get("sha256"):
             raise GateFailed("patched-files", f"{f.get('path')} changed since it was proven "
                                               f"(sha256 {now_sha[:12]}… != {str(f.get('sha256'))[:12]}…)")
-    return (f"{name}: live and proven {format_age(age)} ago, same server process (pid {pid}{' ' + where if where else ''}), "
+    return (f"{name}: live and proven {format_age(age)} ago, same server process ({who}), "
             f"{len(files)} patched file(s) unchanged")
 
 
-def _check_slurm_job(host: Host, doc: dict[str, Any]) -> int:
+def _check_slurm_job(host: Host, doc: dict[str, Any]) -> str:
     """The proven Slurm job still RUNNING on the same nodes (squeue/scontrol on the login host),
     still the run's job, and node 0's server the proven process (seen on node 0 through srun)."""
     s, srv = doc["slurm"], doc.get("server") or {}
@@ -212,10 +209,10 @@ def _check_slurm_job(host: Host, doc: dict[str, Any]) -> int:
                                     f"(start time {seen.get('start')} != {srv.get('leader_start')})")
     if seen.get("cmdline_sha256") != srv.get("cmdline_sha256"):
         raise GateFailed("cmdline", f"the command line of pid {pid} on {srv['node']} differs from the proven server's")
-    return pid
+    return f"pid {pid} on {srv['node']}, Slurm job {jid}"
 
 
-def _check_process(host: Host, doc: dict[str, Any]) -> int:
+def _check_process(host: Host, doc: dict[str, Any]) -> str:
     srv = doc.get("server") or {}
     pid = srv.get("pid")
     if srv.get("boot_id") and boot_id(host) != srv.get("boot_id"):
@@ -233,4 +230,4 @@ def _check_process(host: Host, doc: dict[str, Any]) -> int:
     cmd = cmdline_sha256(host, pid)
     if cmd != srv.get("cmdline_sha256"):
         raise GateFailed("cmdline", f"the command line of pid {pid} differs from the proven server's")
-    return pid
+    return f"pid {pid}"

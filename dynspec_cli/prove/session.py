@@ -46,7 +46,8 @@ class Target:
     @property
     def label(self) -> str:
         if self.slurm is not None:
-            return f"{self.slurm.name} (Slurm job {self.slurm.job_id}, node {self.slurm.nodes[0]}) via {self.host.name} ({self.base})"
+            s = self.slurm
+            return f"{s.name} (Slurm job {s.job_id}, node {s.nodes[0]}) via {self.host.name} ({self.base})"
         if self.record is not None:
             return f"{self.record.name} on {self.host.name} ({self.base})"
         return self.base
