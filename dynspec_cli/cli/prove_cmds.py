@@ -13,7 +13,8 @@ PROVE_EXIT = ("Exit codes: 0 proven · 1 the feature does not behave as expected
               "2 bad input · 3 inconclusive (e.g. the running batch never exceeded the threshold) · "
               "4 the server died during the run · 130 interrupted.")
 GATE_EXIT = ("Exit codes: 0 the receipt says live and proven and the same server process runs the same "
-             "patched files · 1 a check failed (one line says which) · 2 no readable receipt / bad input.")
+             "patched files (a Slurm run: the same job RUNNING on the same nodes, node 0's proven server "
+             "alive) · 1 a check failed (one line says which) · 2 no readable receipt / bad input.")
 
 
 def _fail(msg: str) -> typer.Exit:
@@ -29,7 +30,8 @@ def _bad_input():
 
 
 def prove(
-    name: Optional[str] = typer.Argument(None, help="Run name (as given to dynspec launch); or use --url."),
+    name: Optional[str] = typer.Argument(None, help="Run name (as given to dynspec launch) or a Slurm run's job id; "
+                                                    "or use --url."),
     host: str = typer.Option("local", "--host", help="Where the run lives (ssh_config alias, user@host[:port], local)."),
     url: Optional[str] = typer.Option(None, "--url", help="A server on this machine without a run record (loopback addresses only)."),
     threshold: Optional[int] = typer.Option(None, "--threshold", help="Default: --speculative-disable-batch-threshold in the run's command line (else the marker, else /server_info)."),
@@ -57,7 +59,7 @@ def prove(
     from dynspec_cli.prove import session
     from dynspec_cli.prove.plan import loopback_base
     from dynspec_cli.report.console import console
-    from dynspec_cli.run import records
+    from dynspec_cli.run import records, slurm
     from dynspec_cli.transport import LocalHost
 
     out = console(stderr=json_out)
@@ -76,11 +78,16 @@ def prove(
         else:
             host_obj = runs.open_target(host, ssh_config, known_hosts, accept_new_host_key)
             rec = records.load(host_obj, name)
-            if rec is None:
+            srec = slurm.load_record(host_obj, name) if rec is None else None  # a Slurm run, by name or job id
+            if rec is None and srec is None:
                 raise UsageError(f"no run named {name!r} on {host_obj.name}")
-            feat = load_feature(feature or rec.feature)
-            target = session.Target(host_obj, rec.python or "python3", f"http://127.0.0.1:{rec.port}", rec.log,
-                                    rec.log_offset, rec)
+            if srec is not None:
+                feat = load_feature(feature or srec.feature)
+                target = session.slurm_target(slurm.on_cluster(host_obj, srec.slurm_conf), srec)
+            else:
+                feat = load_feature(feature or rec.feature)
+                target = session.Target(host_obj, rec.python or "python3", f"http://127.0.0.1:{rec.port}", rec.log,
+                                        rec.log_offset, rec)
         target.api_key, target.api_key_source = _api_key(api_key_env, target)
         with host_obj:
             try:
@@ -162,7 +169,7 @@ def _prove(target, feat, out, json_out, threshold, steps, duration, max_requests
         else:
             paths, note = receipts.find_patched_files(target.host, target.python, feat, target.record.argv)
             files = [(p, "marker-search") for p in paths]
-        rdoc = receipts.build(target.host, target.record, doc, verdict, probe, files, note)
+        rdoc = receipts.build(target.host, target.record, doc, verdict, probe, files, note, target.slurm)
         doc["receipt"] = receipts.write(target.host, rdoc)
         doc["patched_files"] = rdoc["patched_files"]
     else:
@@ -185,7 +192,8 @@ def _prove(target, feat, out, json_out, threshold, steps, duration, max_requests
 
 
 def gate(
-    receipt: str = typer.Argument(..., help="The receipt (path on --host), or a run name: ~/.dynspec/runs/NAME.receipt.json."),
+    receipt: str = typer.Argument(..., help="The receipt (path on --host), or a run name (a Slurm run's job id too): "
+                                            "~/.dynspec/runs/NAME.receipt.json."),
     host: str = typer.Option("local", "--host", help="The server's host (where the receipt and the process are)."),
     max_age: Optional[str] = typer.Option(None, "--max-age", help="Refuse a receipt older than this (90s, 30m, 1h, 2d)."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as one JSON object."),
@@ -202,13 +210,15 @@ def gate(
     from dynspec_cli.prove import receipt as receipts
     from dynspec_cli.prove.plan import parse_age
     from dynspec_cli.report.jsonout import emit
+    from dynspec_cli.run import slurm
 
     with _bad_input():
         age = parse_age(max_age) if max_age is not None else None
         with runs.open_target(host, ssh_config, known_hosts, accept_new_host_key) as target:
             path = receipt
             if "/" not in receipt and not receipt.endswith(".json"):
-                path = receipts.receipt_path(target, receipt)
+                srec = slurm.load_record(target, receipt) if receipt.isdigit() else None  # a Slurm job id
+                path = receipts.receipt_path(target, srec.name if srec else receipt)
             try:
                 doc = json.loads(target.read_file(path))
             except FileNotFoundError:

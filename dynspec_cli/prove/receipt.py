@@ -14,7 +14,9 @@ Schema `dynspec-receipt/1` (one JSON object):
              accept_len, speculation, expected, outcome}], conclusion {outcome, exit_code, message, hint}}
     profile {argv, env}                     redacted, as in the run record
     sglang_version, worker_class
-    server  {pid, pgid, leader_start, cmdline_sha256, boot_id, python}
+    server  {pid, pgid, leader_start, cmdline_sha256, boot_id, python}; a Slurm run's: node 0's
+            server as seen on node 0 (+ node), pgid null
+    slurm   {job_id, nodes, addrs, conf} or absent (not a Slurm run)
     patched_files [{path, sha256, source: given|marker-search}], patched_files_note
 """
 from __future__ import annotations
@@ -25,8 +27,9 @@ import json
 import time
 from typing import Any, Optional
 
-from dynspec_cli.run import records
+from dynspec_cli.run import records, slurm
 from dynspec_cli.run.records import RunRecord
+from dynspec_cli.run.slurm import SlurmRecord
 from dynspec_cli.transport import Host
 
 SCHEMA = "dynspec-receipt/1"
@@ -77,9 +80,23 @@ def find_patched_files(host: Host, python: str, feature, argv: list[str]) -> tup
     return [], f"no file under the imported sglang holds {feature.marker.literal!r}; pass --patched-file PATH"
 
 
+def slurm_server(login: Host, srec: SlurmRecord) -> dict[str, Any]:
+    """Node 0's server (rank 0, the HTTP endpoint) as node 0 sees it, for the receipt."""
+    pid = slurm.server_pid(login, srec, 0)
+    seen = slurm.node_process(login, srec.job_id, srec.nodes[0], srec.python, pid) if pid else {}
+    return {"pid": pid, "pgid": None, "leader_start": seen.get("start"), "cmdline_sha256": seen.get("cmdline_sha256"),
+            "boot_id": seen.get("boot_id"), "python": srec.python, "node": srec.nodes[0]}
+
+
 def build(host: Host, rec: RunRecord, proof_doc: dict[str, Any], verdict: Optional[dict[str, Any]],
-          probe: Optional[dict[str, Any]], files: list[tuple[str, str]], files_note: str) -> dict[str, Any]:
+          probe: Optional[dict[str, Any]], files: list[tuple[str, str]], files_note: str,
+          srec: Optional[SlurmRecord] = None) -> dict[str, Any]:
     now = time.time()
+    if srec is not None:
+        server = slurm_server(host, srec)
+    else:
+        server = {"pid": rec.pid, "pgid": rec.pgid, "leader_start": rec.leader_start,
+                  "cmdline_sha256": cmdline_sha256(host, rec.pid), "boot_id": boot_id(host), "python": rec.python}
     concl = proof_doc.get("conclusion") or {}
     v = verdict or {}
     return {
@@ -107,11 +124,11 @@ def build(host: Host, rec: RunRecord, proof_doc: dict[str, Any], verdict: Option
         "profile": {"argv": list(rec.argv), "env": dict(rec.env)},
         "sglang_version": v.get("sglang_version") or (proof_doc.get("server") or {}).get("version"),
         "worker_class": (v.get("worker") or {}).get("class"),
-        "server": {"pid": rec.pid, "pgid": rec.pgid, "leader_start": rec.leader_start,
-                   "cmdline_sha256": cmdline_sha256(host, rec.pid), "boot_id": boot_id(host),
-                   "python": rec.python},
+        "server": server,
         "patched_files": [{"path": p, "sha256": file_sha256(host, p), "source": src} for p, src in files],
         "patched_files_note": files_note,
+        **({"slurm": {"job_id": srec.job_id, "nodes": list(srec.nodes), "addrs": list(srec.addrs),
+                      "conf": srec.slurm_conf}} if srec is not None else {}),
     }
 
 
@@ -145,6 +162,57 @@ def check(host: Host, doc: dict[str, Any], *, max_age: Optional[float], now: Opt
     age = (now or time.time()) - float(doc.get("created_at") or 0)
     if max_age is not None and age > max_age:
         raise GateFailed("age", f"the receipt is {format_age(age)} old (max {format_age(max_age)}); prove again")
+    who = _check_slurm_job(host, doc) if doc.get("slurm") else _check_process(host, doc)
+    files = doc.get("patched_files") or []
+    if not files:
+        raise GateFailed("patched-files", "the receipt names no patched file (prove with --patched-file PATH)")
+    for f in files:
+        now_sha = file_sha256(host, f.get("path"))
+        if now_sha is None:
+            raise GateFailed("patched-files", f"{f.get('path')} is missing or unreadable on {host.name}")
+        if now_sha != f.get("sha256"):
+            raise GateFailed("patched-files", f"{f.get('path')} changed since it was proven "
+                                              f"(sha256 {now_sha[:12]}… != {str(f.get('sha256'))[:12]}…)")
+    return (f"{name}: live and proven {format_age(age)} ago, same server process ({who}), "
+            f"{len(files)} patched file(s) unchanged")
+
+
+def _check_slurm_job(host: Host, doc: dict[str, Any]) -> str:
+    """The proven Slurm job still RUNNING on the same nodes (squeue/scontrol on the login host),
+    still the run's job, and node 0's server the proven process (seen on node 0 through srun)."""
+    s, srv = doc["slurm"], doc.get("server") or {}
+    jid, nodes, name = str(s.get("job_id")), list(s.get("nodes") or []), (doc.get("run") or {}).get("name")
+    login = slurm.on_cluster(host, s.get("conf"))
+    try:
+        rec = slurm.load_record(host, name) if name else None
+        if rec is not None and rec.job_id != jid:
+            raise GateFailed("job", f"run {name} is now Slurm job {rec.job_id}, not the proven job {jid}; prove again")
+        st = slurm.job_state(login, jid)
+        if st.state != "RUNNING":
+            raise GateFailed("job", f"Slurm job {jid} is {st.shown()}, not RUNNING: the proven server is gone")
+        now_nodes = slurm.hostnames(login, st.nodelist)
+        if now_nodes != nodes:
+            raise GateFailed("nodes", f"Slurm job {jid} runs on {','.join(now_nodes) or '?'}, not on the proven "
+                                      f"{','.join(nodes)}")
+        pid = srv.get("pid")
+        if not isinstance(pid, int) or srv.get("leader_start") is None or not srv.get("node"):
+            raise GateFailed("process", "the receipt holds no server pid and start time on node 0; prove again")
+        seen = slurm.node_process(login, jid, srv["node"], srv.get("python") or "python3", pid)
+    except slurm.SlurmError as e:
+        raise GateFailed("job", str(e)) from None
+    if not seen.get("alive"):
+        raise GateFailed("process", f"the proven server (pid {pid}) is not running on {srv['node']}")
+    if srv.get("boot_id") and seen.get("boot_id") != srv.get("boot_id"):
+        raise GateFailed("process", f"{srv['node']} rebooted since the proof")
+    if seen.get("start") != srv.get("leader_start"):
+        raise GateFailed("process", f"pid {pid} on {srv['node']} is another process than the proven server "
+                                    f"(start time {seen.get('start')} != {srv.get('leader_start')})")
+    if seen.get("cmdline_sha256") != srv.get("cmdline_sha256"):
+        raise GateFailed("cmdline", f"the command line of pid {pid} on {srv['node']} differs from the proven server's")
+    return f"pid {pid} on {srv['node']}, Slurm job {jid}"
+
+
+def _check_process(host: Host, doc: dict[str, Any]) -> str:
     srv = doc.get("server") or {}
     pid = srv.get("pid")
     if srv.get("boot_id") and boot_id(host) != srv.get("boot_id"):
@@ -162,15 +230,4 @@ def check(host: Host, doc: dict[str, Any], *, max_age: Optional[float], now: Opt
     cmd = cmdline_sha256(host, pid)
     if cmd != srv.get("cmdline_sha256"):
         raise GateFailed("cmdline", f"the command line of pid {pid} differs from the proven server's")
-    files = doc.get("patched_files") or []
-    if not files:
-        raise GateFailed("patched-files", "the receipt names no patched file (prove with --patched-file PATH)")
-    for f in files:
-        now_sha = file_sha256(host, f.get("path"))
-        if now_sha is None:
-            raise GateFailed("patched-files", f"{f.get('path')} is missing or unreadable on {host.name}")
-        if now_sha != f.get("sha256"):
-            raise GateFailed("patched-files", f"{f.get('path')} changed since it was proven "
-                                              f"(sha256 {now_sha[:12]}… != {str(f.get('sha256'))[:12]}…)")
-    return (f"{name}: live and proven {format_age(age)} ago, same server process (pid {pid}), "
-            f"{len(files)} patched file(s) unchanged")
+    return f"pid {pid}"

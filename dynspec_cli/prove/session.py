@@ -1,7 +1,8 @@
 """Running the steps. The load generator (dynspec_cli/inject/loadgen.py, stdlib only) runs on the
 server's host through `Host.run_python`, so the traffic goes to 127.0.0.1:<port of the run> on
 that host, also over SSH; it stops by itself at the step's bounds, and the host kills it when
-dynspec is interrupted (Ctrl-C ends `run_python`, whose process group is killed)."""
+dynspec is interrupted (Ctrl-C ends `run_python`, whose process group is killed). A Slurm run's
+target is its login host, the traffic going to node 0's NodeAddr:port (`slurm_target`)."""
 from __future__ import annotations
 
 import json
@@ -9,13 +10,16 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
+import msgspec
+
 from dynspec_cli import inject
 from dynspec_cli.knowledge.features import Feature
 from dynspec_cli.prove import decision, observations
 from dynspec_cli.prove.decision import Conclusion, Step
 from dynspec_cli.prove.plan import Plan, PlanError, parse_steps, threshold_from_argv
-from dynspec_cli.run import records
+from dynspec_cli.run import records, slurm
 from dynspec_cli.run.records import RunRecord
+from dynspec_cli.run.slurm import SlurmRecord
 from dynspec_cli.transport import Host
 
 LOADGEN = inject.script("loadgen.py")
@@ -37,12 +41,27 @@ class Target:
     record: Optional[RunRecord] = None
     api_key: Optional[str] = field(default=None, repr=False)  # the server's --api-key (never printed)
     api_key_source: Optional[str] = None  # the environment variable it came from
+    slurm: Optional[SlurmRecord] = None  # a Slurm run: host is its login host, base node 0's NodeAddr
 
     @property
     def label(self) -> str:
+        if self.slurm is not None:
+            s = self.slurm
+            return f"{s.name} (Slurm job {s.job_id}, node {s.nodes[0]}) via {self.host.name} ({self.base})"
         if self.record is not None:
             return f"{self.record.name} on {self.host.name} ({self.base})"
         return self.base
+
+
+def slurm_target(login: Host, rec: SlurmRecord) -> Target:
+    """A Slurm run as prove sees it: rank 0 serves HTTP, so the load generator runs on the login
+    host against node 0's NodeAddr:port; node 0's log is read there (the shared filesystem)."""
+    if not rec.addrs:
+        raise PlanError(f"Slurm run {rec.name} (job {rec.job_id}) has no nodes recorded yet: "
+                        f"dynspec watch {rec.name} until it is live, then prove")
+    nrec = msgspec.structs.replace(slurm.node_record(rec, 0), name=rec.name)
+    return Target(login, rec.python, f"http://{rec.addrs[0]}:{rec.port}", rec.logs[0], rec.offsets[0], nrec,
+                  slurm=rec)
 
 
 @dataclass
@@ -63,7 +82,8 @@ class Proof:
         t = self.target
         return {
             "schema": "dynspec-prove/1",
-            "target": {"run": t.record.name if t.record else None, "host": t.host.name, "url": t.base, "log": t.log},
+            "target": {"run": t.record.name if t.record else None, "host": t.host.name, "url": t.base, "log": t.log,
+                       "job_id": t.slurm.job_id if t.slurm else None},
             "feature": self.feature.name,
             "expect": {"speculate_at_or_below_threshold": self.feature.expect.speculate_at_or_below_threshold},
             "threshold": self.plan.threshold, "threshold_source": self.plan.threshold_source,
@@ -182,6 +202,8 @@ def gone(t: Target) -> Optional[str]:
     rec = t.record
     if rec is None:
         return None
+    if t.slurm is not None:
+        return slurm.server_gone(t.host, t.slurm)
     if not t.host.is_alive(rec.pid):
         return f"the server (pid {rec.pid}) is not running"
     if rec.leader_start is not None:

@@ -46,6 +46,10 @@ else:  # pragma: no cover
 # Slurm's job states (squeue %T / scontrol JobState) that mean the job has ended
 ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL",
          "DEADLINE", "SPECIAL_EXIT", "REVOKED"}
+# ended by Slurm itself, not by the server's own exit: the job's state says why the nodes stopped
+BY_SLURM = {"TIMEOUT": "at its time limit ([slurm] time)", "OUT_OF_MEMORY": "for running out of memory",
+            "NODE_FAIL": "because a node failed", "PREEMPTED": "to preempt it", "CANCELLED": "on an scancel",
+            "DEADLINE": "at its deadline", "BOOT_FAIL": "because a node failed to boot"}
 WAITING = {"PENDING", "CONFIGURING", "REQUEUED", "RESV_DEL_HOLD", "REQUEUE_HOLD", "REQUEUE_FED", "SUSPENDED"}
 _TIME = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$|^\d+-\d+$")
 _WORD = re.compile(r"^[A-Za-z0-9_.,:+-][A-Za-z0-9_.,:+()&|\[\]-]*$")
@@ -276,6 +280,7 @@ def render(login: Host, sp: SlurmProfile, feature, *, jobdir: str, probe_env: di
     ]
     if prof.workdir:
         node.append(f"cd {q(records.expand(login, prof.workdir))} || exit 1")
+    node.append(f"echo $$ > {q(jobdir)}/server-n$RANK.pid  # exec keeps the pid: the server's, for prove and gate")
     node.append(f"exec env {envline} {cmd} >> \"$LOG\" 2>&1" if envline else f"exec {cmd} >> \"$LOG\" 2>&1")
     return Job(prof.name, jobdir, batch, "\n".join(node) + "\n", logs, list(offsets or [0] * n), pre_files,
                batch_log, argv)
@@ -510,6 +515,54 @@ def lines_before(login: Host, log: str, offset: int) -> int:
     from dynspec_cli.run.control import lines_before as lb
 
     return lb(login, log, offset)
+
+
+# --------------------------------------------------------------------------------------------------
+# the server process on a node (for prove and gate)
+
+NODE_PROC = r"""
+import hashlib, json, sys
+pid, out = sys.argv[1], {"pid": int(sys.argv[1]), "alive": False}
+try:
+    stat = open(f"/proc/{pid}/stat").read()
+    out["start"] = stat[stat.rfind(")") + 2:].split()[19]
+    out["cmdline_sha256"] = hashlib.sha256(open(f"/proc/{pid}/cmdline", "rb").read()).hexdigest()
+    out["alive"] = True
+except (OSError, IndexError):
+    pass
+try:
+    out["boot_id"] = open("/proc/sys/kernel/random/boot_id").read().strip()
+except OSError:
+    pass
+print(json.dumps(out))
+"""
+
+
+def server_pid(login: Host, rec: SlurmRecord, rank: int = 0) -> Optional[int]:
+    """The pid node.sh wrote (its own, kept by exec) before starting the server on node `rank`."""
+    try:
+        text = login.read_file(f"{rec.jobdir}/server-n{rank}.pid").decode("ascii", "replace").strip()
+    except (FileNotFoundError, PermissionError):
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def node_process(login: Host, job_id: str, node: str, python: str, pid: int) -> dict[str, Any]:
+    """pid on `node` as that node sees it, through a step of the job itself (`srun --overlap`):
+    alive, start (clock ticks since boot), cmdline_sha256, boot_id."""
+    res = _run(login, ["srun", f"--jobid={job_id}", "--overlap", f"--nodelist={node}", "--nodes=1", "--ntasks=1",
+                       "--quiet", python, "-c", NODE_PROC, str(int(pid))], timeout=60)
+    try:
+        doc = json.loads(res.text.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise SlurmError(f"srun on {node} in job {job_id}: {_one_line(res)}") from None
+    return {**doc, "node": node}
+
+
+def server_gone(login: Host, rec: SlurmRecord) -> Optional[str]:
+    """Why the run's server is not serving any more (None: the job still runs)."""
+    st = job_state(login, rec.job_id)
+    return None if st.state == "RUNNING" else f"Slurm job {rec.job_id} is {st.shown()}"
 
 
 # --------------------------------------------------------------------------------------------------
@@ -749,6 +802,9 @@ def watch(login: Host, rec: SlurmRecord, feature, *, timeout: Optional[float], p
                 break
             if threads:
                 g = _decide(states)
+                if g is not None and g.verdict != "live" and jw.state.state in BY_SLURM:
+                    outcome = _ended(states, jw.state)  # the nodes stopped because Slurm ended the job
+                    break
                 if g is not None:
                     outcome = SlurmOutcome(g.verdict, g.exit_code, g.why, g.message, states, st, culprit=g.culprit)
                     break
@@ -798,11 +854,12 @@ def _ended(states, st: JobState) -> SlurmOutcome:
     from dynspec_cli.run.group import group_verdict
 
     gv = group_verdict([s.verdict for s in states])
+    why = f"; Slurm ended it {BY_SLURM[st.state]}" if st.state in BY_SLURM else ""
     if st.state == "COMPLETED":
         return SlurmOutcome(gv if gv != "live" else "inconclusive", 3 if gv != "dead" else 1, "job-ended",
                             f"the job ended {st.shown()} before the verdict", states, st)
     return SlurmOutcome("crashed" if gv != "dead" else "dead", 4 if gv != "dead" else 1, "job-ended",
-                        f"the job ended {st.shown()} before every node was live", states, st)
+                        f"the job ended {st.shown()} before every node was live{why}", states, st)
 
 
 # --------------------------------------------------------------------------------------------------
