@@ -6,6 +6,8 @@ one JSON object on stdout, also on failure). dynspec sends this text on stdin:
     python - free-port          {"port": N}               (a port the kernel hands out on 0.0.0.0)
     python - source-addr ADDR   {"addr": "10.0.0.1"|""}   (this host's address towards ADDR)
     python - hash-files JSON    {"hashes": {path: sha256 | "unreadable: ..."}}
+    python - process PID        {"pid": N, "alive": bool, "start": clock ticks since boot, "cmdline_sha256",
+                                 "boot_id"}                (a process as this host sees it, for gate)
 """
 import hashlib
 import json
@@ -71,8 +73,27 @@ def hash_files(paths_json):
     return {"hashes": out}
 
 
+def process(pid):
+    out = {"pid": int(pid), "alive": False}
+    try:
+        with open("/proc/%d/stat" % int(pid)) as f:
+            stat = f.read()
+        out["start"] = stat[stat.rfind(")") + 2:].split()[19]
+        with open("/proc/%d/cmdline" % int(pid), "rb") as f:
+            out["cmdline_sha256"] = hashlib.sha256(f.read()).hexdigest()
+        out["alive"] = True
+    except (OSError, IndexError):
+        pass
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            out["boot_id"] = f.read().strip()
+    except OSError:
+        pass
+    return out
+
+
 QUESTIONS = {"port-free": port_free, "health": health, "free-port": free_port, "source-addr": source_addr,
-             "hash-files": hash_files}
+             "hash-files": hash_files, "process": process}
 
 
 def main(argv):

@@ -32,6 +32,7 @@ from typing import Any, Callable, Optional
 
 import msgspec
 
+from dynspec_cli import inject
 from dynspec_cli.knowledge.tables import ConfigError
 from dynspec_cli.run import records
 from dynspec_cli.run.control import RunError
@@ -325,9 +326,9 @@ def _one_line(res) -> str:
     return "; ".join(lines[:2]) or f"exit {res.exit_code}"
 
 
-def _run(login: Host, argv: list[str], *, timeout: float = 60):
+def _run(login: Host, argv: list[str], *, timeout: float = 60, input: Optional[bytes] = None):
     try:
-        return login.run(argv, timeout=timeout)
+        return login.run(argv, timeout=timeout, input=input)
     except TransportError as e:
         raise SlurmError(f"{argv[0]} on {login.name}: {e}") from None
 
@@ -520,22 +521,6 @@ def lines_before(login: Host, log: str, offset: int) -> int:
 # --------------------------------------------------------------------------------------------------
 # the server process on a node (for prove and gate)
 
-NODE_PROC = r"""
-import hashlib, json, sys
-pid, out = sys.argv[1], {"pid": int(sys.argv[1]), "alive": False}
-try:
-    stat = open(f"/proc/{pid}/stat").read()
-    out["start"] = stat[stat.rfind(")") + 2:].split()[19]
-    out["cmdline_sha256"] = hashlib.sha256(open(f"/proc/{pid}/cmdline", "rb").read()).hexdigest()
-    out["alive"] = True
-except (OSError, IndexError):
-    pass
-try:
-    out["boot_id"] = open("/proc/sys/kernel/random/boot_id").read().strip()
-except OSError:
-    pass
-print(json.dumps(out))
-"""
 
 
 def server_pid(login: Host, rec: SlurmRecord, rank: int = 0) -> Optional[int]:
@@ -551,7 +536,8 @@ def node_process(login: Host, job_id: str, node: str, python: str, pid: int) -> 
     """pid on `node` as that node sees it, through a step of the job itself (`srun --overlap`):
     alive, start (clock ticks since boot), cmdline_sha256, boot_id."""
     res = _run(login, ["srun", f"--jobid={job_id}", "--overlap", f"--nodelist={node}", "--nodes=1", "--ntasks=1",
-                       "--quiet", python, "-c", NODE_PROC, str(int(pid))], timeout=60)
+                       "--quiet", python, "-", "process", str(int(pid))], timeout=60,
+               input=inject.program("hostcheck.py").encode("utf-8"))  # (srun hands its stdin to the task)
     try:
         doc = json.loads(res.text.strip().splitlines()[-1])
     except (ValueError, IndexError):

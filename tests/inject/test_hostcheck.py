@@ -46,3 +46,24 @@ def test_failure_is_json_too():
     assert code == 1 and doc["error"].startswith("ValueError") and "exception_traceback" in doc
     code, doc = ask("no-such-question")
     assert code == 1 and doc["error"].startswith("KeyError")
+
+
+def test_process_is_what_proc_says_and_a_gone_pid_is_not_alive():
+    import hashlib
+    from pathlib import Path
+
+    p = subprocess.Popen(["sleep", "30"])
+    try:
+        code, doc = ask("process", str(p.pid))
+        stat = Path(f"/proc/{p.pid}/stat").read_text()
+        assert code == 0 and doc["alive"] is True
+        assert doc["start"] == stat.rsplit(")", 1)[1].split()[19]  # proc(5): field 22, starttime
+        assert doc["cmdline_sha256"] == hashlib.sha256(b"sleep\x0030\x00").hexdigest()
+        assert doc["boot_id"] == Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    finally:
+        p.kill()
+        p.wait()
+    code, doc = ask("process", str(p.pid))
+    assert code == 0 and doc["alive"] is False and "start" not in doc
+    code, doc = ask("process", "nope")  # not a pid: still one JSON object, naming the error
+    assert code == 1 and doc["error"].startswith("ValueError")
