@@ -43,6 +43,8 @@ class CmdlineWatch:
                         argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:-1]
                     except OSError:
                         continue
+                    if not argv:  # exited between the two reads: an exiting process shows no cmdline
+                        continue
                     self.seen.append((pid, [a.decode(errors="replace") for a in argv]))
             self.sweeps += 1
 
