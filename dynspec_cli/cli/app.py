@@ -142,7 +142,7 @@ def launch(
     from dynspec_cli.report.runs import LaunchScreen, render_launched
     from dynspec_cli.run.launch import LaunchOptions
     from dynspec_cli.run.launch import launch as run_launch
-    from dynspec_cli.run.profiles import load_profile, with_overrides
+    from dynspec_cli.run.profiles import for_feature, load_profile, with_overrides
     from dynspec_cli.run.slurm import is_slurm
 
     if is_slurm(profile):  # scheduler = "slurm": submitted with sbatch on the login host (cli/slurm_cmds.py)
@@ -157,6 +157,7 @@ def launch(
     with _errors():
         prof = with_overrides(load_profile(profile), host=host, env=env, sets=set_, name=name)
         feature = load_feature(prof.feature)
+        prof = for_feature(prof, feature)  # the engine: the profile's `engine`, else the feature's
         out = _out(json_out)
         opts = LaunchOptions(replace=replace, keep=keep, detach=detach, watch=not no_watch,
                              preflight=not no_preflight, probe=not no_probe, timeout=timeout)

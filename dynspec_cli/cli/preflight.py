@@ -33,7 +33,7 @@ def run_preflight(profile: Optional[str] = None, extra: Sequence[str] = (), *, h
             prof = with_overrides(load_profile(profile), host=host, env=list(env) if env else None)
             flags = prof.argv()[3:] + extra
             target_spec, py, env_map = prof.host, python or prof.python, dict(prof.env)
-            module = prof.module
+            module = prof.argv()[2]
             feat = load_feature(feature or prof.feature)
             classes = patched or prof.patched_class or None
         else:
@@ -42,7 +42,7 @@ def run_preflight(profile: Optional[str] = None, extra: Sequence[str] = (), *, h
             env_map = dict(item.split("=", 1) for item in env)
             flags = extra
         checks.python_path(py)
-        if (engine or feat.engine) == "vllm":  # flags are `vllm serve` flags (dynspec_cli/verdict/engines.py)
+        if (engine or (prof.engine if prof else None) or feat.engine) == "vllm":  # flags are `vllm serve` flags (dynspec_cli/verdict/engines.py)
             return _run_vllm(runs, target_spec, ssh_config, known_hosts, accept_new_host_key, py, feat, flags, env_map,
                              json_out, dynamic)
         if engine not in (None, "sglang", "auto"):

@@ -107,8 +107,13 @@ class LaunchScreen:
     def preflight(self, result: dict) -> None:
         if not self.json_out:
             from dynspec_cli.report.console import render_preflight
+            from dynspec_cli.verdict import engines
 
-            render_preflight(result, self.out)
+            as_text = engines.get(result.get("engine") or "sglang").preflight_text
+            if as_text is not None:  # an engine whose preflight report is plain text (vLLM)
+                self.out.print(as_text(result), markup=False, highlight=False)
+            else:
+                render_preflight(result, self.out)
 
     def started(self, host, rec, prof) -> None:
         if not self.json_out:

@@ -39,8 +39,9 @@ def port_taken(host: Host, python: str, port: int) -> bool:
     return ask(host, python, "port-free", str(port)).get("free") is False
 
 
-def health(host: Host, python: str, port: int) -> tuple[bool, str]:
-    doc = ask(host, python, "health", str(port))
+def health(host: Host, python: str, port: int, paths: tuple[str, ...] = ()) -> tuple[bool, str]:
+    """Is the server ready: the first of `paths` (the engine's readiness, verdict/engines.py) to answer 200."""
+    doc = ask(host, python, "health", str(port), *paths)
     return bool(doc.get("ok")), doc.get("status") or str(doc.get("error"))
 
 
@@ -101,6 +102,7 @@ def start(host: Host, prof: Profile, feature: Feature, *, replace: bool, sglang_
                     log=log, log_offset=offset, log_line_base=line_base, port=prof.port, started_at=records.now(),
                     feature=feature.name, patched_class=list(prof.patched_class), sglang_version=sglang_version,
                     python=prof.python, cwd=prof.workdir, probe=bool(extra_env and "DYNSPEC_PROBE" in extra_env),
+                    engine=prof.engine or feature.engine,
                     state=records.STARTING, token=token, launcher=records.launcher_id(),
                     pid_file=records.pid_file_path(host, prof.name, token))
     records.save(host, rec)
@@ -246,7 +248,7 @@ def _judge(data: bytes, start: int, rec: RunRecord, feature_loader, *, alive: bo
 
     feature = feature_loader(rec.feature)
     pipe = Pipeline.for_record(rec, feature) if start == rec.log_offset else \
-        Pipeline(feature, rec.patched_class or None, rec.sglang_version, offset=start)
+        Pipeline(feature, rec.patched_class or None, rec.sglang_version, offset=start, engine=rec.engine)
     pipe.feed(data)
     pipe.flush()
     return pipe.verdict(at_eof=not alive, quiet_for=quiet_for).verdict

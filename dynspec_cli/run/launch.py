@@ -49,18 +49,21 @@ class Screen(Protocol):
 
 
 def preflight_result(host: Host, prof: Profile, feature: Feature) -> dict[str, Any]:
-    from dynspec_cli.verdict import preflight
+    """The engine's preflight (verdict/engines.py) on the profile's server flags."""
+    from dynspec_cli.verdict import engines
 
-    return preflight.run(host, prof.python, feature, prof.argv()[3:], prof.env, patched=prof.patched_class or None)
+    engine = engines.get(prof.engine or feature.engine)
+    return engine.preflight(host, prof.python, feature, prof.argv()[3:], prof.env, prof.patched_class or None)
 
 
 def start_prepared(host: Host, prof: Profile, feature: Feature, *, pre: Optional[dict[str, Any]], probe: bool,
                    replace: bool, sglang_version: Optional[str] = None) -> RunRecord:
     """Probe (when asked and there is something to instrument), then start the server."""
     from dynspec_cli.run import probe as probe_setup
+    from dynspec_cli.verdict.engines import SERVING
 
     extra = None
-    if probe:
+    if probe and SERVING[prof.engine or feature.engine].probe:  # no in-server probe for vLLM yet
         targets = probe_setup.probe_targets(feature, pre, prof.patched_class or None)
         extra = control.probe_env_on(host, prof.python, targets, prof.env) if targets else None
     version = (pre or {}).get("sglang_version") or sglang_version or prof.sglang_version

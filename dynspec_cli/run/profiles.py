@@ -1,5 +1,6 @@
-"""Profiles: TOML files saying what to start where (host, python, env, sglang flags, port,
-log, feature). Users keep their own; `configs/profiles/` has examples."""
+"""Profiles: TOML files saying what to start where (host, python, env, server flags, port,
+log, feature, engine). Users keep their own; `configs/profiles/` has examples. The engine
+(`engine = "vllm"`, or the feature's) decides the command line (verdict/engines.py's SERVING)."""
 from __future__ import annotations
 
 import re
@@ -10,6 +11,7 @@ from typing import Optional, Union
 import msgspec
 
 from dynspec_cli.knowledge.tables import ConfigError, configs_dir, load_toml
+from dynspec_cli.verdict import engines
 
 FlagValue = Union[str, int, float, bool, list[Union[str, int, float]]]
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -21,7 +23,9 @@ class Profile(msgspec.Struct, forbid_unknown_fields=True):
     host: str = "local"  # "local", an ssh_config alias, or user@host[:port]
     python: str = "python3"  # the interpreter that runs the server (and imports the patched sglang)
     workdir: Optional[str] = None
-    module: str = "sglang.launch_server"
+    engine: Optional[str] = None  # "sglang" | "vllm"; default: the feature's engine (see for_feature)
+    module: Optional[str] = None  # default: the engine's server module (sglang.launch_server, vllm's CLI)
+    model: Optional[str] = None  # vllm: `vllm serve MODEL`; sglang: --model-path MODEL (or flags.model-path)
     port: int = 30000
     log: str = "~/.dynspec/logs/{name}.log"
     feature: str = "dynamic-spec-disable"
@@ -44,12 +48,17 @@ class Profile(msgspec.Struct, forbid_unknown_fields=True):
                 raise ValueError(f"env: {k!r} is not a valid environment variable name")
         for k in self.flags:
             if not _FLAG_NAME.match(k):
-                raise ValueError(f"flags: {k!r} is not an sglang flag name (like 'model-path')")
+                raise ValueError(f"flags: {k!r} is not a server flag name (like 'model-path')")
+        if self.engine is not None and self.engine not in engines.SERVER_ENGINES:
+            raise ValueError(f"engine {self.engine!r}: choose one of {', '.join(engines.SERVER_ENGINES)}")
         if self.ready_timeout <= 0:
             raise ValueError("ready_timeout must be positive")
 
     def argv(self) -> list[str]:
-        out = [self.python, "-m", self.module]
+        serving = engines.SERVING[self.engine or "sglang"]
+        out = [self.python, "-m", self.module or serving.module, *serving.command]
+        if self.model:
+            out += [serving.model_flag, self.model] if serving.model_flag else [self.model]
         flags = dict(self.flags)
         if "port" not in flags and "--port" not in flags:
             flags["port"] = self.port
@@ -80,6 +89,15 @@ def load_profile(ref: str) -> Profile:
     prof = load_toml(p, Profile, where=str(p))
     prof.source = str(p)
     return prof
+
+
+def for_feature(prof: Profile, feature) -> Profile:
+    """The profile with its engine settled: its own `engine`, else its feature's. A profile whose
+    engine is not the one its feature's patch is for is refused (ConfigError: one line, exit 2)."""
+    if prof.engine is not None and prof.engine != feature.engine:
+        raise ConfigError(f"{prof.source or prof.name}: engine {prof.engine!r}, but feature {feature.name!r} is a "
+                          f"{feature.engine} patch; set feature to a {prof.engine} feature")
+    return msgspec.structs.replace(prof, engine=feature.engine)
 
 
 def with_overrides(prof: Profile, *, host: str | None = None, env: list[str] | None = None,

@@ -46,6 +46,7 @@ class RunRecord(msgspec.Struct):
     token: Optional[str] = None  # launch token: DYNSPEC_RUN_ID=<token> in the server's environment
     pid_file: Optional[str] = None  # written by the spawn itself before the server runs
     launcher: Optional[str] = None  # the dynspec process that wrote a "starting" record (see launcher_id)
+    engine: str = "sglang"  # whose log and readiness (dynspec_cli/verdict/engines.py)
 
 
 def expand(host: Host, path: str) -> str:

@@ -14,6 +14,7 @@ from dynspec_cli.knowledge.findings import Finding
 from dynspec_cli.run import control, records
 from dynspec_cli.run.records import RunRecord
 from dynspec_cli.transport import Host, TransportError
+from dynspec_cli.verdict import engines
 from dynspec_cli.verdict.judge import Verdict
 from dynspec_cli.verdict.pipeline import Pipeline, judge_stream
 
@@ -28,7 +29,7 @@ class Watched:
 
     verdict: Optional[Verdict] = None
     why: str = ""  # decided | ready | exited | timeout | stalled | stopped | ended
-    ready: bool = False  # /health_generate (or /health) answered 200
+    ready: bool = False  # the engine's readiness path answered 200 (sglang /health_generate, vllm /health)
     health: Optional[str] = None
     stalled: bool = False
     pipeline: Optional[Pipeline] = field(default=None, repr=False)
@@ -82,7 +83,7 @@ def follow_run(host: Host, rec: RunRecord, feature: Feature, *, timeout: Optiona
             return pipe.final(exited=True)
         if need_ready and not w.ready and v.verdict == "live" and pipe.decided(v) and v.server_ready:
             try:
-                ok, text = control.health(host, rec.python, rec.port)
+                ok, text = control.health(host, rec.python, rec.port, engines.SERVING[rec.engine].readiness)
             except TransportError:
                 ok, text = False, None
             w.health = text

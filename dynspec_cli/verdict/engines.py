@@ -10,6 +10,10 @@ following, reporting and exit codes are shared.
     judge(feature, patched, version)
                               an object with .feed(Observation), .verdict(at_eof=, quiet_for=) -> Verdict,
                               .decided(Verdict) -> bool, .launches
+    preflight(host, python, feature, flags, env, patched) -> dict
+                              the engine's preflight (verdict "reachable" | "dead" | "unknown")
+    preflight_text            the preflight result as plain text, or None (the sglang report renders it)
+    serving                   how `dynspec launch` starts the engine's server and asks if it is ready
 """
 from __future__ import annotations
 
@@ -21,40 +25,74 @@ HEAD_LINES = 200  # `--engine auto` reads at most this many lines (and 256 KB) o
 
 
 @dataclass(frozen=True)
+class Serving:
+    """How a profile of this engine is started and when its server is ready (run/profiles.py,
+    run/watch.py): `python -m MODULE *COMMAND [MODEL_FLAG] MODEL --port P --flag value ...`."""
+
+    module: str  # the server's entry module, run with the profile's python (a profile's `module` overrides it)
+    command: tuple[str, ...] = ()  # arguments before the model and the flags
+    model_flag: Optional[str] = None  # the profile's `model` is given with this flag (None: as a positional)
+    readiness: tuple[str, ...] = ("/health",)  # GET paths asked in turn; the first 200 means ready
+    probe: bool = False  # the in-server probe (dynspec_cli/inject/probe) instruments this engine
+
+
+SERVING = {
+    # /health_generate runs a real generation; /health answers before the scheduler can serve
+    "sglang": Serving("sglang.launch_server", model_flag="--model-path", readiness=("/health_generate", "/health"),
+                      probe=True),
+    # `vllm serve MODEL`; vLLM has no /health_generate, its /health is 200 once the engine core is up
+    "vllm": Serving("vllm.entrypoints.cli.main", command=("serve",), readiness=("/health",)),
+}
+
+
+@dataclass(frozen=True)
 class Engine:
     name: str
     detect: Callable[[list[str]], bool]
     knowledge: Callable[[], object]
     classifier: Callable[..., object]
     judge: Callable[..., object]
+    preflight: Callable[..., dict]
+    preflight_text: Optional[Callable[[dict], str]] = None
+
+    @property
+    def serving(self) -> Serving:
+        return SERVING[self.name]
 
 
 def _sglang() -> Engine:
     from dynspec_cli.evidence.rules import Classifier
     from dynspec_cli.knowledge.sglang import knowledge
+    from dynspec_cli.verdict import preflight
     from dynspec_cli.verdict.judge import Judge
 
     return Engine(
         "sglang", lambda head: True, knowledge,
         lambda feature: Classifier(knowledge(), feature),
-        lambda feature, patched=None, version=None: Judge(knowledge(), feature, patched_classes=patched, sglang_version=version))
+        lambda feature, patched=None, version=None: Judge(knowledge(), feature, patched_classes=patched, sglang_version=version),
+        lambda host, python, feature, flags, env, patched=None: preflight.run(host, python, feature, flags, env,
+                                                                              patched=patched))
 
 
 def _vllm() -> Engine:
     from dynspec_cli.evidence.vllm_rules import VllmClassifier, looks_like_vllm
     from dynspec_cli.knowledge.vllm import knowledge
+    from dynspec_cli.verdict import vllm_preflight
     from dynspec_cli.verdict.vllm_judge import VllmJudge
 
     return Engine(
         "vllm", looks_like_vllm, knowledge,
         lambda feature: VllmClassifier(knowledge(), feature),
-        lambda feature, patched=None, version=None: VllmJudge(knowledge(), feature, patched_classes=patched, engine_version=version))
+        lambda feature, patched=None, version=None: VllmJudge(knowledge(), feature, patched_classes=patched, engine_version=version),
+        lambda host, python, feature, flags, env, patched=None: vllm_preflight.run(host, python, feature, flags, env),
+        vllm_preflight.render)
 
 
 _FACTORIES: dict[str, Callable[[], Engine]] = {"sglang": _sglang, "vllm": _vllm}
 # Tried in this order by `auto`; sglang is the fallback (its lines have no single fixed prefix).
 DETECT_ORDER = ("vllm",)
 NAMES = ("sglang", "vllm", "auto")
+SERVER_ENGINES = ("sglang", "vllm")  # what a profile's `engine` may say
 
 
 class EngineError(ValueError):

@@ -51,7 +51,8 @@ class Pipeline:
     def for_record(cls, rec, feature: Feature, *, from_start: bool = True) -> "Pipeline":
         """For a run record's launch (its log from the launch's first byte)."""
         return cls(feature, rec.patched_class or None, rec.sglang_version,
-                   line_base=getattr(rec, "log_line_base", 0) or 0, offset=rec.log_offset if from_start else 0)
+                   line_base=getattr(rec, "log_line_base", 0) or 0, offset=rec.log_offset if from_start else 0,
+                   engine=getattr(rec, "engine", "sglang"))
 
     # --- bytes in -------------------------------------------------------------------------
     def feed(self, data: bytes) -> None:

@@ -108,3 +108,19 @@ def token_groups(token) -> list[int]:
         except (OSError, ProcessLookupError):
             continue
     return out
+
+
+SPEC = {"method": "eagle3", "model": "/models/draft", "num_speculative_tokens": 3}
+
+
+def write_vllm_profile(path: Path, name: str, *, env: dict | None = None, port: int | None = None,
+                       extra: str = "") -> Path:
+    """A vLLM profile (`engine = "vllm"`) whose server is the stand-in tests/standin/fake_vllm_server.py."""
+    lines = [f"name = {json.dumps(name)}", 'engine = "vllm"', 'feature = "vllm-eagle-speculator-example"',
+             f"python = {json.dumps(sys.executable)}", 'module = "fake_vllm_server"', 'model = "/models/tiny"',
+             f"workdir = {json.dumps(str(STANDIN_DIR))}", f"port = {port or free_port()}",
+             f"log = {json.dumps(str(path.parent / (name + '.log')))}", "ready_timeout = 60", extra, "[env]"]
+    lines += [f"{k} = {json.dumps(v)}" for k, v in {"STANDIN_PACE": "0.01", **(env or {})}.items()]
+    lines += ["[flags]", f"speculative-config = {json.dumps(json.dumps(SPEC))}"]
+    path.write_text("\n".join(lines) + "\n")
+    return path
