@@ -84,6 +84,7 @@ def launch(
     after preflight on each, and watch all nodes: live only when every node is live."""
     from dynspec_cli.knowledge.features import load_feature
     from dynspec_cli.run import group as G
+    from dynspec_cli.run.profiles import single_engine
     from dynspec_cli.run.slurm import is_slurm
 
     if is_slurm(profile):  # scheduler = "slurm": Slurm hands out the nodes (cli/slurm_cmds.py)
@@ -99,6 +100,7 @@ def launch(
             raise G.ConfigError("--stall-timeout must be positive")
         spec = G.load_group(profile, env=env, sets=set_, name=name, node_env=node_env)
         feature = load_feature(spec.base.feature)
+        single_engine(spec.base, feature, "group launch")
         out = _out(json_out)
         with _Opener(ssh_config, known_hosts, accept_new_host_key) as opener:
             profs = G.node_profiles(spec)

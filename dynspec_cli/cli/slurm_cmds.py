@@ -42,10 +42,12 @@ def launch(profile: str, *, host: Optional[str], env, set_, name: Optional[str],
            accept_new_host_key: bool = False) -> int:
     from dynspec_cli.knowledge.features import load_feature
     from dynspec_cli.run import slurm as S
+    from dynspec_cli.run.profiles import single_engine
 
     with _errors():
         sp = S.load(profile, env=env, sets=set_, name=name, host=host)
         feature = load_feature(sp.prof.feature)
+        single_engine(sp.prof, feature, "a Slurm launch")
         out = _out(json_out)
         with _open(sp.prof.host, ssh_config, known_hosts, accept_new_host_key) as host:
             login = S.on_cluster(host, sp.slurm.conf)

@@ -100,6 +100,15 @@ def for_feature(prof: Profile, feature) -> Profile:
     return msgspec.structs.replace(prof, engine=feature.engine)
 
 
+def single_engine(prof: Profile, feature, what: str) -> None:
+    """Group and Slurm launches compute sglang's multi-node flags: a profile of another engine is
+    refused there (one line, exit 2) until they are built for it."""
+    engine = for_feature(prof, feature).engine
+    if engine not in ("sglang",):
+        raise ConfigError(f"{prof.source or prof.name}: {what} is built for sglang only, not {engine}; "
+                          f"start one {engine} server with dynspec launch")
+
+
 def with_overrides(prof: Profile, *, host: str | None = None, env: list[str] | None = None,
                    sets: list[str] | None = None, name: str | None = None) -> Profile:
     """Apply CLI overrides: --host H, --env K=V, --set flag=value (value 'true' = bare flag,

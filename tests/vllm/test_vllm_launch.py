@@ -51,6 +51,8 @@ def test_patched_v2_is_live_ready_on_health_then_status_and_stop(tmp_path, name)
     assert doc["run"]["why"] == "ready" and doc["run"]["health"] == "/health 200"  # vLLM has no /health_generate
     rec = record(name)
     assert rec["engine"] == "vllm" and group_alive(rec["pgid"])
+    access = [ln for ln in open(rec["log"]) if ln.startswith("INFO:     127.0.0.1:")]  # the stand-in's access log
+    assert access and all('"GET /health HTTP' in ln for ln in access)  # vLLM's readiness path only
     st = dynspec("status", name, "--json")
     assert st.returncode == 0, st.stderr
     row = next(x for x in json.loads(st.stdout)["runs"] if x["name"] == name)
@@ -95,6 +97,13 @@ def test_bad_engine_is_one_line_exit_2(tmp_path, name, extra, words):
     assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
     with pytest.raises(FileNotFoundError):
         record(name)  # nothing was started
+
+
+def test_group_launch_of_a_vllm_profile_is_refused(tmp_path, name):
+    prof = write_vllm_profile(tmp_path / "p.toml", name, extra='hosts = ["local", "local"]')
+    r = dynspec("group", "launch", str(prof), "--no-preflight")
+    assert r.returncode == 2 and "built for sglang only, not vllm" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
 
 
 def test_argv_per_engine():
