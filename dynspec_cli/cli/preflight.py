@@ -18,7 +18,7 @@ def run_preflight(profile: Optional[str] = None, extra: Sequence[str] = (), *, h
     from dynspec_cli.cli import checks, runs
     from dynspec_cli.cli.errors import known_errors, report
     from dynspec_cli.knowledge.features import load_feature
-    from dynspec_cli.run.profiles import load_profile, with_overrides
+    from dynspec_cli.run.profiles import for_feature, load_profile, with_overrides
     from dynspec_cli.verdict import preflight as pf
 
     extra = list(extra)
@@ -31,10 +31,11 @@ def run_preflight(profile: Optional[str] = None, extra: Sequence[str] = (), *, h
         prof = None
         if profile is not None:
             prof = with_overrides(load_profile(profile), host=host, env=list(env) if env else None)
+            feat = load_feature(feature or prof.feature)
+            prof = for_feature(prof, feat)  # the engine decides the command line
             flags = prof.argv()[3:] + extra
             target_spec, py, env_map = prof.host, python or prof.python, dict(prof.env)
             module = prof.argv()[2]
-            feat = load_feature(feature or prof.feature)
             classes = patched or prof.patched_class or None
         else:
             target_spec, py, feat, classes = host or "local", python or "python3", load_feature(feature), patched

@@ -83,6 +83,15 @@ def test_the_preflight_gate_is_vllms(tmp_path, name):
         record(name)  # nothing was started
 
 
+def test_preflight_of_a_vllm_profile_is_vllms(tmp_path, name):
+    # engine = "vllm" in the profile: `dynspec preflight PROFILE` reads `vllm serve` flags with vLLM's inspector
+    prof = write_vllm_profile(tmp_path / "p.toml", name)
+    r = dynspec("preflight", str(prof), "--json")
+    assert r.returncode == 1, r.stderr + r.stdout
+    doc = json.loads(r.stdout)
+    assert doc["engine"] == "vllm" and doc["verdict"] == "dead" and doc["findings"][0]["code"] == "DS608"
+
+
 @pytest.mark.parametrize("extra, words", [
     ('engine = "tensorrt"', "engine 'tensorrt': choose one of sglang, vllm"),
     ('feature = "dynamic-spec-disable"', "is a sglang patch"),
