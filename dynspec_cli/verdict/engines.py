@@ -1,4 +1,4 @@
-"""Engines as plug-ins: everything engine-specific that `verify` (and later preflight/launch) needs,
+"""Engines as plug-ins: everything engine-specific that `verify`, preflight and launch need,
 behind one small interface. An engine is its knowledge (configs/<engine>/*.toml, loaded once), a
 classifier (log lines -> observations) and a judge (observations -> Verdict); the feeding,
 following, reporting and exit codes are shared.
@@ -13,7 +13,9 @@ following, reporting and exit codes are shared.
     preflight(host, python, feature, flags, env, patched) -> dict
                               the engine's preflight (verdict "reachable" | "dead" | "unknown")
     preflight_text            the preflight result as plain text, or None (the sglang report renders it)
-    serving                   how `dynspec launch` starts the engine's server and asks if it is ready
+
+SERVING[name] (plain data, no import of the engine's judge): how `dynspec launch` starts the engine's
+server and asks whether it is ready.
 """
 from __future__ import annotations
 
@@ -54,10 +56,6 @@ class Engine:
     judge: Callable[..., object]
     preflight: Callable[..., dict]
     preflight_text: Optional[Callable[[dict], str]] = None
-
-    @property
-    def serving(self) -> Serving:
-        return SERVING[self.name]
 
 
 def _sglang() -> Engine:
