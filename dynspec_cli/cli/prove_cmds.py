@@ -88,6 +88,7 @@ def prove(
                 feat = load_feature(feature or rec.feature)
                 target = session.Target(host_obj, rec.python or "python3", f"http://127.0.0.1:{rec.port}", rec.log,
                                         rec.log_offset, rec)
+        session.check_engine(feat)
         target.api_key, target.api_key_source = _api_key(api_key_env, target)
         with host_obj:
             try:

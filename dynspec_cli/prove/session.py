@@ -29,6 +29,16 @@ LOG_CAP = 64 << 20  # bytes of log read per step (a step at high concurrency log
 VERDICT_CAP = 32 << 20  # bytes of the launch read for the fresh verdict (start-up is in the first MBs)
 
 
+PROVE_ENGINES = ("sglang",)  # the steps read sglang's `Decode batch` lines; vLLM's SpecDecoding metrics: not yet
+
+
+def check_engine(feature: Feature) -> None:
+    """PlanError (one line, exit 2) for a feature of an engine prove cannot read yet."""
+    if feature.engine not in PROVE_ENGINES:
+        raise PlanError(f"prove is built for sglang only: reading {feature.engine}'s metrics lines for "
+                        f"{feature.name!r} is not built yet (dynspec watch / status give the run's verdict)")
+
+
 @dataclass
 class Target:
     """The server to drive: where its host is, how to reach it from there, where it logs."""
