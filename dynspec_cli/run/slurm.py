@@ -866,18 +866,17 @@ class Guard:
         self.proc = login._start(shell.command(["sh", "-c", GUARD, "sh", jid]), stdin=True)
 
     def release(self) -> None:
-        try:
-            self.proc.write(b"release\n")
-            self.proc.close_stdin()
-            self.proc.wait(10)
-        except (OSError, TransportError):
-            pass
-        finally:
-            self.proc.kill()
+        self._end(b"release\n")
 
     def fire(self) -> None:
         """Cancel through the guard (the caller also cancels and confirms it)."""
+        self._end(b"")
+
+    def _end(self, say: bytes) -> None:
+        """Say `say` (release) or nothing (the guard cancels), close the pipe, let the guard finish."""
         try:
+            if say:
+                self.proc.write(say)
             self.proc.close_stdin()
             self.proc.wait(10)
         except (OSError, TransportError):

@@ -289,13 +289,7 @@ class Host(abc.ABC):
         reporting that the first one's pid is unknown."""
         res = self._script("spawn", shell.spawn(argv, env=env, cwd=cwd, log_path=log_path), timeout=60,
                            idempotent=False)
-        line = res.stdout.decode(errors="replace").strip()
-        if not line.isdigit():
-            why = res.stderr.decode(errors="replace").strip().splitlines()
-            raise SpawnFailed(self.name, f"could not start {argv[0]!r}: "
-                                         f"{why[-1] if why else f'exit code {res.exit_code}'}")
-        pid = int(line)
-        return Spawned(pid=pid, pgid=pid, log_path=log_path)
+        return self._spawned(argv, res, log_path)
 
     def spawn_tracked(
         self,
@@ -311,6 +305,10 @@ class Host(abc.ABC):
         leaves a findable process, never an anonymous one."""
         script = shell.spawn_tracked(argv, env=env, cwd=cwd, log_path=log_path, pid_file=pid_file)
         res = self._run_script(script, timeout=60)
+        return self._spawned(argv, res, log_path)
+
+    def _spawned(self, argv: Sequence[str], res: Result, log_path: str) -> Spawned:
+        """The pid a spawn script printed (== its pgid), or SpawnFailed with its last stderr line."""
         line = res.stdout.decode(errors="replace").strip()
         if not line.isdigit():
             why = res.stderr.decode(errors="replace").strip().splitlines()

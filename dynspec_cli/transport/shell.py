@@ -107,42 +107,37 @@ def signal_name(sig: int) -> str:
 # way, and setsid made it a session and group leader, so pid == pgid and no terminal or SSH session
 # hangup reaches it. The inner sh reports its pid on fd 3 (the caller's stdout) only after stdin
 # and output are redirected, so a bad log path or a missing command is reported to the caller.
-SPAWN_INNER = r"""log=$1; shift
-command -v -- "$1" >/dev/null 2>&1 || { printf 'command not found: %s\n' "$1" >&2; exit 127; }
+# _SPAWN_BODY is what both spawns run once their arguments are taken.
+_SPAWN_BODY = r"""command -v -- "$1" >/dev/null 2>&1 || { printf 'command not found: %s\n' "$1" >&2; exit 127; }
 exec 3>&1
 exec >>"$log" 2>&1 </dev/null
 trap '' HUP
 echo "$$" >&3
 exec "$@" 3>&-
 """
+SPAWN_INNER = "log=$1; shift\n" + _SPAWN_BODY
 
 
 def spawn(argv: Sequence[str], *, env: Mapping[str, str] | None, cwd: str | None, log_path: str) -> str:
-    argv = check_argv(argv)
-    start = "setsid env -- " + words(*env_words(env), "/bin/sh", "-c", SPAWN_INNER, "sh", log_path, *argv)
-    cd = "" if cwd is None else f"cd -- {quote(cwd)} || exit 126\n"
-    return f"{cd}{start} &\n"
+    return _setsid(SPAWN_INNER, [log_path], argv, env, cwd)
 
 
 # spawn_tracked: as SPAWN_INNER, but before anything can fail the inner sh (already in its own
 # session, so no death of the caller can reach it) writes its pid to $2 atomically: whatever moment
 # the caller dies, the process it started can be found. The pid is the server's (exec keeps it).
-SPAWN_TRACKED_INNER = r"""log=$1; pidf=$2; shift 2
+SPAWN_TRACKED_INNER = (r"""log=$1; pidf=$2; shift 2
 printf '%s\n' "$$" >"$pidf.tmp.$$" && mv -f -- "$pidf.tmp.$$" "$pidf"
-command -v -- "$1" >/dev/null 2>&1 || { printf 'command not found: %s\n' "$1" >&2; exit 127; }
-exec 3>&1
-exec >>"$log" 2>&1 </dev/null
-trap '' HUP
-echo "$$" >&3
-exec "$@" 3>&-
-"""
+""" + _SPAWN_BODY)
 
 
 def spawn_tracked(argv: Sequence[str], *, env: Mapping[str, str] | None, cwd: str | None, log_path: str,
                   pid_file: str) -> str:
+    return _setsid(SPAWN_TRACKED_INNER, [log_path, pid_file], argv, env, cwd)
+
+
+def _setsid(inner: str, args: list[str], argv: Sequence[str], env: Mapping[str, str] | None, cwd: str | None) -> str:
     argv = check_argv(argv)
-    start = "setsid env -- " + words(*env_words(env), "/bin/sh", "-c", SPAWN_TRACKED_INNER, "sh", log_path,
-                                     pid_file, *argv)
+    start = "setsid env -- " + words(*env_words(env), "/bin/sh", "-c", inner, "sh", *args, *argv)
     cd = "" if cwd is None else f"cd -- {quote(cwd)} || exit 126\n"
     return f"{cd}{start} &\n"
 
