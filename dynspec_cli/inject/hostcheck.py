@@ -79,10 +79,13 @@ def process(pid):
     try:
         with open("/proc/%d/stat" % int(pid)) as f:
             stat = f.read()
-        out["start"] = stat[stat.rfind(")") + 2:].split()[19]
+        rest = stat[stat.rfind(")") + 2:].split()
+        out["start"] = rest[19]
         with open("/proc/%d/cmdline" % int(pid), "rb") as f:
-            out["cmdline_sha256"] = hashlib.sha256(f.read()).hexdigest()
-        out["alive"] = True
+            cmdline = f.read()
+        # (as runstate.py and prove/receipt.py: a zombie is not alive, an empty cmdline is no hash)
+        out["cmdline_sha256"] = hashlib.sha256(cmdline).hexdigest() if cmdline else None
+        out["alive"] = rest[0] not in ("Z", "X", "x")
     except (OSError, IndexError):
         pass
     try:

@@ -4,6 +4,7 @@ import json
 import socket
 import subprocess
 import sys
+import time
 
 from dynspec_cli import inject
 
@@ -65,5 +66,15 @@ def test_process_is_what_proc_says_and_a_gone_pid_is_not_alive():
         p.wait()
     code, doc = ask("process", str(p.pid))
     assert code == 0 and doc["alive"] is False and "start" not in doc
+    z = subprocess.Popen(["true"])  # exited, not reaped: a zombie keeps its /proc/PID/stat
+    try:
+        for _ in range(200):
+            if Path(f"/proc/{z.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                break
+            time.sleep(0.01)
+        code, doc = ask("process", str(z.pid))
+        assert code == 0 and doc["alive"] is False and doc["cmdline_sha256"] is None
+    finally:
+        z.wait()
     code, doc = ask("process", "nope")  # not a pid: still one JSON object, naming the error
     assert code == 1 and doc["error"].startswith("ValueError")
