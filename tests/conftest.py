@@ -12,6 +12,8 @@ def pytest_configure(config):
     home = tempfile.mkdtemp(prefix="dynspec-home-")
     _made.append(home)
     os.environ["DYNSPEC_HOME"] = home
+    # the same, for what outlives one test (the session sshds): a test may point DYNSPEC_HOME elsewhere
+    os.environ["DYNSPEC_SUITE_HOME"] = home
 
 
 def pytest_unconfigure(config):

@@ -40,8 +40,8 @@ def _dynspec_home_env(session_env: dict[str, str] | None = None) -> str:
     """The suite's DYNSPEC_HOME (tests/conftest.py) for the sessions too: a test host's records land
     in the temp home, never in the sshd user's real ~/.dynspec. A server whose sessions get their own
     (temporary) HOME keeps dynspec's default there, ~/.dynspec, which is what such tests look at."""
-    home = os.environ.get("DYNSPEC_HOME")
-    session_env = session_env or {}
+    home = os.environ.get("DYNSPEC_SUITE_HOME")  # (not DYNSPEC_HOME: the test starting a session sshd may
+    session_env = session_env or {}             # have pointed that at its own private home)
     if "HOME" in session_env or "DYNSPEC_HOME" in session_env or not home or " " in home:
         return ""
     return f" DYNSPEC_HOME={home}"
