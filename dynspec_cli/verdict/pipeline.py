@@ -182,9 +182,7 @@ def judge_stream(events: Iterable, pipeline: Pipeline, *, timeout: Optional[floa
                     if isinstance(nxt, BaseException) or nxt is None:
                         break
                     _apply(q.get(), pipeline)
-            quiet = time.monotonic() - last_data
-            if pipeline.feeder.pending and quiet >= 0.5:
-                pipeline.flush()  # a last line without its newline, written a while ago
+            quiet = time.monotonic() - last_data  # a partial line waits for its newline or the end (as tail -F)
             verdict = pipeline.verdict(at_eof=False, quiet_for=quiet)
             if on_update is not None:
                 on_update(verdict)

@@ -128,6 +128,36 @@ def test_follow_waits_for_the_marker_then_live(tmp_path):
     assert doc["verdict"] == "live" and doc["worker"]["class"] == "EAGLEWorkerV2"
 
 
+def test_follow_waits_for_the_newline_of_a_line_written_in_two_halves(tmp_path):
+    """The seed's live log replayed with each marker line reaching the file in two writes 1 s apart
+    (a block-buffered writer, a slow pipe): each half-line waits for its newline, as tail -F does, so
+    the verdict and its line numbers are the finished file's (marker on line 27, TP0-TP7)."""
+    seed = (Path(__file__).resolve().parents[2] / "configs" / "demo" / "seed-live.log").read_bytes()
+    log = tmp_path / "server.log"
+    log.write_bytes(b"")
+    proc = subprocess.Popen(DYNSPEC + ["verify", "--follow", "--json", "--timeout", "120", str(log)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    split = 0
+    with open(log, "ab", buffering=0) as fh:
+        for line in seed.splitlines(keepends=True):
+            if b"Dynamic speculation disable enabled" in line:
+                fh.write(line[:len(line) // 2])
+                time.sleep(1.0)
+                fh.write(line[len(line) // 2:])
+                split += 1
+            else:
+                fh.write(line)
+    out, err = proc.communicate(timeout=120)
+    assert split == 8
+    assert proc.returncode == 0, err
+    followed = json.loads(out)
+    finished = json.loads(run("verify", "--json", str(log)).stdout)
+    for doc in (followed, finished):
+        assert doc["verdict"] == "live"
+        assert doc["marker"]["line"] == 27 and doc["marker"]["ranks"] == [f"TP{r}" for r in range(8)]
+        assert [(f["code"], f["line"]) for f in doc["findings"]] == [("DS302", 27)]
+
+
 def test_follow_timeout_gives_inconclusive_exit_3(tmp_path):
     log = tmp_path / "server.log"
     log.write_text(ts("Load weight begin. avail mem=70.00 GB") + "\n")

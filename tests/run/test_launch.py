@@ -221,6 +221,31 @@ def test_ssh_connection_killed_mid_watch_recovers(tmp_path, name, ssh_lab):
         ssh_lab.remove_server("private")
 
 
+@pytest.mark.parametrize("host", ["local", pytest.param("dut", marks=pytest.mark.ssh)])
+def test_marker_lines_written_in_two_halves_are_judged_whole(tmp_path, name, ssh_lab, host):
+    """Every rank's marker line reaches the log in two writes 1 s apart: the watch waits for each
+    line's newline, so the launch is live with the marker on TP0-TP7, the same lines `verify` gives
+    for the finished file (a half judged as a line said dead, or named a rank late and shifted lines)."""
+    prof = write_profile(tmp_path / "p.toml", name, host=host, flags={"tp-size": 8},
+                         env={"SGLANG_ENABLE_SPEC_V2": "True", "STANDIN_SPLIT_MARKER": "1"})
+    r = dynspec("launch", str(prof), "--no-preflight", "--json", ssh=ssh_lab if host != "local" else None)
+    assert r.returncode == 0, r.stderr + r.stdout
+    launched = json.loads(r.stdout)
+    rec = record(name)
+    assert dynspec("stop", name, "--host", host, ssh=ssh_lab if host != "local" else None).returncode == 0
+    data = Path(rec["log"]).read_bytes()
+    ranks = [f"TP{i}" for i in range(8)]
+    lines = data.split(b"\n")  # (physical lines: tqdm's \\r is no line end)
+    marker_lines = [n for n, x in enumerate(lines, 1) if b"Dynamic speculation disable enabled: threshold=5" in x]
+    assert len(marker_lines) == 8 and lines[marker_lines[0] - 1].startswith(b"[") and b" TP0] " in lines[marker_lines[0] - 1]
+    verified = json.loads(dynspec("verify", rec["log"], "--json").stdout)
+    for doc in (launched, verified):
+        assert doc["verdict"] == "live" and doc["marker"]["ranks"] == ranks
+        assert doc["marker"]["line"] == marker_lines[0]
+    assert sorted((f["code"], f["line"]) for f in launched["findings"]) == \
+        sorted((f["code"], f["line"]) for f in verified["findings"] if f["code"] != "DS305")
+
+
 @pytest.mark.parametrize("second_env, verdict", [
     ({"SGLANG_ENABLE_SPEC_V2": "True", "STANDIN_CRASH_AT": "weights"}, "crashed"),
     ({}, "dead"),

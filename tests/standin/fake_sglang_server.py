@@ -59,6 +59,8 @@ Stand-in controls are environment variables (never flags, so the command line st
                            workers stuck in a driver call; only a process-group kill takes them down
   STANDIN_DECODE_STEP      seconds per simulated decode step (default 0.02; not scaled by STANDIN_PACE)
   STANDIN_ACCEPT_PROB      per-draft-token acceptance probability while speculating (default 0.75)
+  STANDIN_SPLIT_MARKER     seconds between the two halves of each marker line (each half its own write, as
+                           a block-buffered writer or a slow pipe delivers a line; default 0 = one write)
 """
 from __future__ import annotations
 
@@ -89,7 +91,7 @@ MARKER = "Dynamic speculation disable enabled: threshold={}"
 KNOWN_CONTROLS = {
     "STANDIN_SGLANG_VERSION", "STANDIN_PATCHED_CLASS", "STANDIN_PACE", "STANDIN_CRASH_AT", "STANDIN_OOM_AT",
     "STANDIN_HANG_AT", "STANDIN_IGNORE_SIGTERM", "STANDIN_IGNORE_THRESHOLD", "STANDIN_CHILDREN_SURVIVE_PARENT",
-    "STANDIN_DECODE_STEP", "STANDIN_ACCEPT_PROB",
+    "STANDIN_DECODE_STEP", "STANDIN_ACCEPT_PROB", "STANDIN_SPLIT_MARKER",
 }
 
 # Seconds each start-up step took in the seed's run (configs/demo/seed-live.log, sglang 0.5.9, 8x H100).
@@ -354,9 +356,15 @@ class Log:
         s = now.strftime("%Y-%m-%d %H:%M:%S")
         return s + (".%03d" % (now.microsecond // 1000) if self.fam.log_ms else "")
 
-    def line(self, msg: str, tag: str = "") -> None:
-        """A logger record after configure_logger: `[date time( TPr)] msg` on stderr."""
-        self._write(2, "[%s%s] %s\n" % (self.ts(), tag, msg))
+    def line(self, msg: str, tag: str = "", split: float = 0.0) -> None:
+        """A logger record after configure_logger: `[date time( TPr)] msg` on stderr; `split`: in two
+        writes that many seconds apart."""
+        text = "[%s%s] %s\n" % (self.ts(), tag, msg)
+        if split:
+            self._write(2, text[:len(text) // 2])
+            time.sleep(split)
+            text = text[len(text) // 2:]
+        self._write(2, text)
 
     def bare(self, msg: str) -> None:
         """A WARNING logged before logging is configured: Python's lastResort prints just the message."""
@@ -1067,6 +1075,7 @@ class Controls:
         self.survive_parent = flag("STANDIN_CHILDREN_SURVIVE_PARENT")
         self.decode_step = num("STANDIN_DECODE_STEP", 0.02)
         self.accept_prob = num("STANDIN_ACCEPT_PROB", 0.75)
+        self.split_marker = num("STANDIN_SPLIT_MARKER", 0.0)
         if self.accept_prob > 1:
             raise StandinError("STANDIN_ACCEPT_PROB must be within [0, 1]")
 
@@ -1103,9 +1112,9 @@ class Launcher:
     def tag(self, rank: int) -> str:
         return " TP%d" % rank if self.tp > 1 else ""
 
-    def each(self, msg: str) -> None:
+    def each(self, msg: str, split: float = 0.0) -> None:
         for r in self.local_ranks:
-            self.log.line(msg, self.tag(r))
+            self.log.line(msg, self.tag(r), split)
 
     def rank0(self, msg: str) -> None:
         if 0 in self.local_ranks:
@@ -1487,7 +1496,7 @@ class Launcher:
         else:
             self.hook("draft")
         if self.marker_threshold is not None:
-            self.each(MARKER.format(self.marker_threshold))
+            self.each(MARKER.format(self.marker_threshold), self.ctl.split_marker)
         if capture:
             self.draft_capture()
 
