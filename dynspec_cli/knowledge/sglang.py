@@ -137,6 +137,11 @@ class Knowledge:
         m = self.mask_of(version)
         return next((r for r in self.overlap_ranges if self.mask(r.versions) & m), None)
 
+    @property
+    def env_switches(self) -> list[str]:
+        """The environment variables some release reads (or warns about) for the overlap switch."""
+        return sorted({r.switch.name for r in self.overlap_ranges if r.switch.kind not in ("none", "flag")})
+
     def switch_value(self, r: tables.OverlapRange, env: dict, flags: set) -> Optional[bool]:
         sw = r.switch
         if sw.kind == "flag":

@@ -146,6 +146,8 @@ def preflight_lines(r: dict[str, Any]) -> list[Line]:
         out.append(["      ", (w["basis"], "dim")])
     ov = r["overlap_schedule"]
     out.append(_fact("overlap scheduler", "unknown" if ov is None else ("on" if ov else "off")))
+    if r.get("environment"):
+        out.append(_fact("environment", environment_text(r["environment"])))
     for p in r["patched"] or []:
         out.append(_fact("patch", f"{p.get('class') or '?'}.{p.get('function') or '?'} at {p.get('file')}:{p.get('line')}"))
     if not r["patched"]:
@@ -165,6 +167,14 @@ def preflight_lines(r: dict[str, Any]) -> list[Line]:
     explain = " · dynspec explain CODE for details" if r["findings"] else ""
     out += [[], ["  ", (f"exit {r['exit_code']} ({r['verdict']}){f' · inspected in {t:.2f} s' if t else ''}{explain}", "dim")]]
     return out
+
+
+def environment_text(e: dict[str, Any]) -> str:
+    """`this shell's environment + --env/[env] · SGLANG_ENABLE_SPEC_V2 unset`"""
+    used = e["base"] + (" + --env/[env]" if e.get("overrides") else "")
+    names = [f"{n}={v['value']} (from {v['from']})" if v["value"] is not None else f"{n} unset"
+             for n, v in (e.get("vars") or {}).items()]
+    return " · ".join([used, *names])
 
 
 def finding_doc_lines(code: str, d: Any) -> list[Line]:

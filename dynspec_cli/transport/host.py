@@ -97,6 +97,14 @@ class Host(abc.ABC):
     # Capabilities, asked instead of "which kind of host is this?":
     # the host's files are this machine's files (a path here names the same file there)
     shares_local_files: bool = False
+    # a process started on this host gets dynspec's own environment (this shell's), so an
+    # `export` here reaches it; elsewhere it gets the host's login environment
+    inherits_this_shell: bool = False
+
+    @property
+    def environment(self) -> str:
+        """Where a process started here gets its environment from, in words."""
+        return "this shell's environment" if self.inherits_this_shell else f"the login environment on {self.name}"
 
     def address(self) -> str | None:
         """The network address dynspec reaches this host at (ssh_config HostName); None for

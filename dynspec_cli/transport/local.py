@@ -80,6 +80,7 @@ class LocalHost(Host):
     """This machine. `python` defaults to the interpreter running dynspec."""
 
     shares_local_files = True
+    inherits_this_shell = True
 
     def __init__(self, *, python: str | None = None):
         self.name = "local"

@@ -26,7 +26,8 @@ def inspect(host, python: str, feature: Feature, flags: list[str], env: dict[str
             patch_diff: Optional[str] = None, dynamic: bool = False, sglang_path: Optional[str] = None,
             timeout: float = 120) -> dict[str, Any]:
     args = {"marker_literal": feature.marker.literal, "marker_pattern": feature.marker.pattern,
-            "flag": feature.flag.name if feature.flag else None, "flags": flags, "env": env, "dynamic": dynamic}
+            "flag": feature.flag.name if feature.flag else None, "flags": flags, "env": env, "dynamic": dynamic,
+            "env_vars": knowledge().env_switches}
     if patch_diff is not None:
         args["patch_diff"] = patch_diff
     if sglang_path:
@@ -48,8 +49,47 @@ def inspect(host, python: str, feature: Feature, flags: list[str], env: dict[str
 
 
 def judge(facts: dict[str, Any], feature: Feature, flags: list[str], env: dict[str, str], *,
-          patched: Optional[list[str]] = None, k: Optional[Knowledge] = None) -> dict[str, Any]:
+          patched: Optional[list[str]] = None, k: Optional[Knowledge] = None,
+          base: str = "the host's environment", exportable: bool = False) -> dict[str, Any]:
+    """`env` holds dynspec's overrides (profile [env], --env); what the server really gets is
+    `base` (where the host's processes get their environment, in words) with them applied, as the
+    inspector saw it (`environ`). `exportable`: an `export` in this shell reaches the server."""
     k = k or knowledge()
+    env, environment = _environment(facts, env, base)
+    result = _judge(facts, feature, flags, env, patched, k, _EnvFix(environment, exportable))
+    result["environment"] = environment
+    return result
+
+
+def _environment(facts: dict[str, Any], overrides: dict[str, str], base: str) -> tuple[dict[str, str], dict]:
+    """The server's environment for the switches the tables read, and where each value came from."""
+    seen = facts.get("environ")
+    env = {n: v for n, v in overrides.items() if v is not None}
+    if not isinstance(seen, dict):  # (an inspector that did not look: the overrides are all we know)
+        seen = {n: v for n, v in env.items() if n in knowledge().env_switches}
+    for n, v in seen.items():
+        if v is None:
+            env.pop(n, None)
+        else:
+            env[n] = v
+    names = {n: {"value": v, "from": None if v is None else "--env/[env]" if n in overrides else base}
+             for n, v in sorted(seen.items())}
+    return env, {"base": base, "overrides": sorted(overrides), "vars": names}
+
+
+class _EnvFix:
+    """A fix step for an environment variable that, done literally, reaches the server."""
+
+    def __init__(self, environment: dict, exportable: bool):
+        self.overridden, self.exportable = set(environment["overrides"]), exportable
+
+    def __call__(self, name: str, on: bool) -> str:
+        if self.exportable and name not in self.overridden:
+            return f"export {name}=True" if on else f"unset {name}"
+        return f"pass --env {name}={'True' if on else 'False'}"
+
+
+def _judge(facts, feature, flags, env, patched, k, env_fix) -> dict[str, Any]:
     findings: list[Finding] = []
     sg = facts.get("sglang") or {}
     version = sg.get("version")
@@ -136,7 +176,7 @@ def judge(facts: dict[str, Any], feature: Feature, flags: list[str], env: dict[s
             for c in absent:
                 findings.append(Finding("DS202", f"{c} does not exist in sglang {version}."))
             if not any(c in mro for c in classes):
-                steps, exceptions = workers.how_to_run(k, mask, [algo], classes)
+                steps, exceptions = workers.how_to_run(k, mask, [algo], classes, env_step=env_fix)
                 fix = []
                 if steps:
                     fix.append(f"To run {'/'.join(classes)} on sglang {version}: " + "; ".join(steps) + ".")
@@ -218,4 +258,4 @@ def run(host, python: str, feature: Feature, flags: list[str], env: dict[str, st
         patched: Optional[list[str]] = None, patch_diff: Optional[str] = None, dynamic: bool = False,
         sglang_path: Optional[str] = None) -> dict[str, Any]:
     facts = inspect(host, python, feature, flags, env, patch_diff=patch_diff, dynamic=dynamic, sglang_path=sglang_path)
-    return judge(facts, feature, flags, env, patched=patched)
+    return judge(facts, feature, flags, env, patched=patched, base=host.environment, exportable=host.inherits_this_shell)

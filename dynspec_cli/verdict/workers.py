@@ -89,10 +89,16 @@ def _display(k: Knowledge, cands: dict[WorkerChoice, int]) -> tuple[Optional[Wor
     return None, ""
 
 
-def how_to_run(k: Knowledge, mask: int, algorithms: Iterable[str] | None, patched: list[str]) -> tuple[list[str], list[str]]:
+def _export(name: str, on: bool) -> str:
+    return f"export {name}=True" if on else f"unset {name}"
+
+
+def how_to_run(k: Knowledge, mask: int, algorithms: Iterable[str] | None, patched: list[str],
+               env_step=_export) -> tuple[list[str], list[str]]:
     """Settings (env and flags) under which the releases in `mask` run a patched class, derived
     from overlap.toml and dispatch.toml. Returns (steps, exceptions): `exceptions` names the
-    (release, algorithm) pairs no setting helps, which are left out of `steps`."""
+    (release, algorithm) pairs no setting helps, which are left out of `steps`. `env_step(name,
+    on)` says how to set an env switch where the server will see it (default: `export`)."""
     algos = sorted(set(algorithms)) if algorithms else ["EAGLE3"]
     pairs: dict[tuple[str, str], set] = {}
     for v in k.versions_in(mask):
@@ -117,9 +123,9 @@ def how_to_run(k: Knowledge, mask: int, algorithms: Iterable[str] | None, patche
     steps: list[str] = []
     r = k.overlap_range(k.versions_in(mask)[-1])
     if all({sw for sw, _, _ in ok} == {True} for ok in sets) and r and r.switch.name:
-        steps.append(f"export {r.switch.name}=True" if r.switch.kind == "env" else f"pass {r.switch.name}")
+        steps.append(env_step(r.switch.name, True) if r.switch.kind == "env" else f"pass {r.switch.name}")
     elif all({sw for sw, _, _ in ok} == {False} for ok in sets) and r and r.switch.name:
-        steps.append(f"unset {r.switch.name}" if r.switch.kind == "env" else f"do not pass {r.switch.name}")
+        steps.append(env_step(r.switch.name, False) if r.switch.kind == "env" else f"do not pass {r.switch.name}")
     if all(not any(t == 4 for _, _, t in ok) for ok in sets):
         steps.append("pass --speculative-eagle-topk 1")
     if all(not any(not ud for _, ud, _ in ok) for ok in sets):

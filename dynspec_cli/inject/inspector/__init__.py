@@ -54,6 +54,8 @@ Output (``schema`` = "dynspec-inspector/1"); paths are absolute, lines 1-based::
                values (accepted user flags) {type (as written: int, float, str, json.loads, ...),
                choices[] | null (+ choices_unknown when not a literal), nargs, action}}, options[]
     env_defaults  {NAME: {present, file, line, raw, kind (e.g. EnvBool), default}}
+    environ    {NAME: value | null} for env_vars: the inspector's own environment (the host's, with
+               `env` applied), which is what a server started the same way gets
     dynamic    null, or {ok, stage, flags[] (as run), env_applied, resolution_api, imported_from,
                resolved {speculative_algorithm, disable_overlap_schedule, speculative_eagle_topk,
                speculative_num_steps, speculative_num_draft_tokens, max_running_requests,

@@ -5,7 +5,7 @@ import re
 import sys
 import traceback
 
-from .common import SCHEMA, _MAX_LIST, _rel_time
+from .common import SCHEMA, _MAX_LIST, _clip, _rel_time
 from .locate import locate_sglang, record_sizes
 from .bytecode import compile_report
 from .marker import scan_marker
@@ -186,7 +186,7 @@ def main(raw=None):
                    "base_prefix": getattr(sys, "base_prefix", sys.prefix),
                    "in_venv": getattr(sys, "base_prefix", sys.prefix) != sys.prefix, "cwd": os.getcwd()},
         "input": None, "sglang": None, "marker": None, "diff": None, "files": [], "flags": None,
-        "env_defaults": None, "dynamic": None, "timings": {},
+        "env_defaults": None, "environ": None, "dynamic": None, "timings": {},
     }
     try:
         args, unknown = parse_input(sys.stdin.buffer.read() if raw is None else raw)
@@ -196,6 +196,9 @@ def main(raw=None):
         # env values may be secrets (HF_TOKEN): the echo keeps which names were set, not their values
         result["input"]["env"] = dict((k, None if v is None else "<set>") for k, v in args["env"].items())
         result["input"]["patch_diff_chars"] = len(args["patch_diff"] or "")
+        # what the server started from this environment will see: the host's own (a local shell,
+        # an SSH login) with dynspec's overrides applied by the bootstrap
+        result["environ"] = dict((n, _clip(os.environ[n], 200) if n in os.environ else None) for n in args["env_vars"])
         result["ok"] = bool(inspect(args, result))
     except BaseException as e:
         if isinstance(e, KeyboardInterrupt):
