@@ -41,7 +41,7 @@ def verify(
     log: str = typer.Argument(..., help="The server log (as written by sglang, possibly growing, possibly several appended launches)."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of the report."),
     follow: bool = typer.Option(False, "--follow", "-f", help="Follow the growing file; exit as soon as the verdict is decided."),
-    timeout: Optional[float] = typer.Option(None, "--timeout", help="With --follow: give up after this many seconds (verdict so far, exit 3 if undecided)."),
+    timeout: Optional[float] = typer.Option(None, "--timeout", help="With --follow: give up after this many seconds (verdict so far, exit 3 if undecided; exit 2 if the file never appeared)."),
     feature: Optional[str] = typer.Option(None, "--feature", help="Bundled feature name or path to a feature .toml (default: dynamic-spec-disable)."),
     patched_class: Optional[List[str]] = typer.Option(None, "--patched-class", help="Class holding the patch (repeatable); default: the feature's typical location."),
     sglang_version: Optional[str] = typer.Option(None, "--sglang-version", help="The sglang release that wrote the log (default: inferred from the log, reported as a range)."),

@@ -29,6 +29,12 @@ def run_verify(log: str, *, json_out: bool = False, follow: bool = False, timeou
             raise UsageError(f"--engine: {e}") from None
         version = engine_version if name != "sglang" else sglang_version
         if follow:
+            import os
+
+            if not json_out and not os.path.exists(log) and os.path.isdir(os.path.dirname(log) or "."):
+                import sys
+
+                sys.stderr.write(f"dynspec: {log} does not exist yet; waiting for it to appear\n")
             v = pipeline.judge_growing(log, feat, patched, version, timeout=timeout, engine=name)
         else:
             v = pipeline.judge_file(log, feat, patched, version, engine=name)

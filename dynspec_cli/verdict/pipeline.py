@@ -10,6 +10,7 @@ read now) and the tests. Three entry points, one per shape of input:
 """
 from __future__ import annotations
 
+import os
 import queue
 import threading
 import time
@@ -17,7 +18,7 @@ from typing import BinaryIO, Callable, Iterable, Optional
 
 from dynspec_cli.evidence import bigfile
 from dynspec_cli.evidence.rules import Classifier
-from dynspec_cli.evidence.scan import Feeder, feed_file, open_log
+from dynspec_cli.evidence.scan import Feeder, LogError, feed_file, open_log
 from dynspec_cli.knowledge.features import Feature
 from dynspec_cli.verdict.judge import Judge, Verdict
 
@@ -120,14 +121,22 @@ def judge_growing(path: str, feature: Feature, patched: Optional[list[str]] = No
                   *, timeout: Optional[float], on_update: Callable[[Verdict], None] | None = None,
                   events=None, engine: str = "sglang") -> Verdict:
     """A file on this machine as it grows: returns as soon as the verdict is decided (or at
-    `timeout`). `events` replaces following the file with any Event iterator."""
+    `timeout`). A file not there yet is waited for (as tail -F), within `timeout`: the shell that
+    runs `nohup sglang ... > LOG &` may not have created it yet. `events` replaces following the
+    file with any Event iterator."""
+    absent = events is None and not os.path.exists(path)
     if events is None:
-        open_log(path).close()  # bad input fails now, with exit 2
+        if not absent:
+            open_log(path).close()  # bad input fails now, with exit 2
+        elif not os.path.isdir(os.path.dirname(path) or "."):
+            raise LogError(f"{path}: no such file (its directory does not exist either)")
         from dynspec_cli.transport.local import LocalHost
 
         events = LocalHost().follow(path, 0)
-    verdict, _why = judge_stream(events, Pipeline(feature, patched, version, engine=engine), timeout=timeout,
-                                 on_update=on_update)
+    verdict, why = judge_stream(events, Pipeline(feature, patched, version, engine=engine), timeout=timeout,
+                                on_update=on_update)
+    if absent and why == "timeout" and not os.path.exists(path):
+        raise LogError(f"{path}: no such file (waited {timeout:g}s for it to appear)")
     return verdict
 
 

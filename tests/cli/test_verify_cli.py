@@ -158,6 +158,30 @@ def test_follow_waits_for_the_newline_of_a_line_written_in_two_halves(tmp_path):
         assert [(f["code"], f["line"]) for f in doc["findings"]] == [("DS302", 27)]
 
 
+def test_follow_waits_for_a_log_the_shell_has_not_created_yet(tmp_path):
+    """`nohup sglang ... > server.log &` then `dynspec verify --follow server.log`: the file may not be
+    there yet. It is waited for (as tail -F), then judged."""
+    log = tmp_path / "server.log"
+    proc = subprocess.Popen(DYNSPEC + ["verify", "--follow", "--timeout", "60", str(log)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(1.5)
+    assert proc.poll() is None  # still waiting, not "no such file"
+    seed = Path(__file__).resolve().parents[2] / "configs" / "demo" / "seed-live.log"
+    subprocess.run(["sh", "-c", f"nohup cat {seed} > {log} 2>/dev/null &"], check=True)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "LIVE" in out and err == f"dynspec: {log} does not exist yet; waiting for it to appear\n"
+
+
+def test_follow_on_a_log_that_never_appears_ends_at_the_timeout_exit_2(tmp_path):
+    r = run("verify", "--follow", "--json", "--timeout", "1.5", str(tmp_path / "server.log"))
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr == f"dynspec: error: {tmp_path / 'server.log'}: no such file (waited 1.5s for it to appear)\n"
+    r = run("verify", "--follow", "--timeout", "30", str(tmp_path / "no-dir" / "server.log"))
+    assert r.returncode == 2 and r.stderr.strip().splitlines() == [
+        f"dynspec: error: {tmp_path / 'no-dir' / 'server.log'}: no such file (its directory does not exist either)"]
+
+
 def test_follow_timeout_gives_inconclusive_exit_3(tmp_path):
     log = tmp_path / "server.log"
     log.write_text(ts("Load weight begin. avail mem=70.00 GB") + "\n")
