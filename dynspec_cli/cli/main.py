@@ -104,10 +104,36 @@ def parse(fast: Fast, args: Sequence[str]) -> Optional[dict]:
     return kw
 
 
+def unknown_option(fast: Fast, args: Sequence[str]) -> Optional[str]:
+    """The line to print when an option before `--` is not one of the command's own: with `--`
+    given, whatever precedes it is for dynspec, so a typo (`--hots`) must not become a server flag."""
+    if not fast.passthrough or "--" not in args:
+        return None
+    own = list(args[:list(args).index("--")])
+    while own:
+        arg = own.pop(0)
+        if not arg.startswith("-") or arg == "-":
+            continue
+        spelling, eq, _ = arg.partition("=")
+        if spelling in fast.options:
+            if fast.options[spelling][1] != "flag" and not eq and own:
+                own.pop(0)  # its value
+        elif spelling not in ("--help", "-h"):
+            import difflib
+
+            close = difflib.get_close_matches(spelling, list(fast.options), n=1)
+            return (f"no such option: {spelling}" + (f" (did you mean {close[0]}?)" if close else "")
+                    + "; server flags go after `--`")
+    return None
+
+
 def main() -> None:
     try:
         args = sys.argv[1:]
         fast = FAST.get(args[0]) if args else None
+        if fast and (bad := unknown_option(fast, args[1:])):
+            sys.stderr.write(f"dynspec: error: {bad} (see: dynspec {args[0]} --help)\n")
+            sys.exit(2)
         kw = parse(fast, args[1:]) if fast else None
         if kw is None:
             code = run_app()

@@ -99,6 +99,10 @@ def run(*args, **kw):
     (["verify"], "Missing argument 'log'"),
     (["nosuch"], "No such command 'nosuch'"),
     (["launch"], "Missing argument 'profile'"),
+    # before `--` only dynspec's own options: a typo is not taken as a server flag
+    (["preflight", "--hots", "x", "--", "--model-path", "/m"], "no such option: --hots (did you mean --host?)"),
+    (["preflight", "--python", "python3", "--hots=x", "--json", "--", "--tp", "2"], "no such option: --hots"),
+    (["preflight", "-x", "--"], "no such option: -x;"),
 ])
 def test_usage_errors_are_one_line_exit_2(args, needle):
     r = run(*args)
