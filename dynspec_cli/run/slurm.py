@@ -10,7 +10,10 @@ The job (rendered by `render`, shown by `launch --dry-run`):
     batch script's shell would expand it once, before srun, giving every node rank 0), runs dynspec's
     preflight with the server's python (a dead preflight ends the task, so the job, with the report
     in the job's log), then starts the server with `--nnodes/--node-rank/--dist-init-addr` and the
-    probe's environment, its output appended to that node's log (one log per node).
+    probe's environment, its output appended to that node's log (one log per node);
+  * `env` (mode 0600), sourced by node.sh, holds the profile's [env] and secret flags' values: no
+    secret is on a command line (preflight takes `--env NAME` from its environment), in node.sh
+    or in the run record.
 
 Logs and the job's files live under the login host's home (`~/.dynspec/slurm/<name>-<time>/`), so
 they must be on the filesystem the nodes share with the login host, as on every Slurm cluster:
@@ -171,11 +174,13 @@ class Job:
     jobdir: str
     batch: str
     node_sh: str
+    env_file: str  # secrets: written mode 0600, sourced by node.sh
+    env_shown: str  # the same with the secrets masked (--dry-run)
     logs: list[str]
     offsets: list[int]
     preflight_files: list[str]
     batch_log: str
-    argv: list[str]  # the server's argv, rank and rendezvous as placeholders
+    argv: list[str]  # the server's argv (secrets masked), rank and rendezvous as placeholders
 
 
 def _sbatch_lines(sp: SlurmProfile, name: str, batch_log: str) -> list[str]:
@@ -203,7 +208,7 @@ def dynspec_command(login: Host, spec: SlurmSpec) -> str:
 def render(login: Host, sp: SlurmProfile, feature, *, jobdir: str, probe_env: dict[str, str] | None,
            preflight: bool, offsets: list[int] | None = None) -> Job:
     from dynspec_cli.evidence.rules import LAUNCH_PREFIX
-    from dynspec_cli.run.secrets import redact_argv, redact_env
+    from dynspec_cli.run.secrets import MASK, redact_argv, redact_env, split_secrets
 
     prof, s = sp.prof, sp.slurm
     n = s.nodes
@@ -213,8 +218,6 @@ def render(login: Host, sp: SlurmProfile, feature, *, jobdir: str, probe_env: di
     flags = dict(prof.flags)
     flags.update({"nnodes": n, "node-rank": "@RANK@", "dist-init-addr": "@ADDR@"})
     argv = msgspec.structs.replace(prof, flags=flags).argv()
-    env = dict(prof.env)
-    env.update(probe_env or {})
     q = shlex.quote
 
     lines = ["#!/bin/bash"] + [f"#SBATCH {o}" for o in _sbatch_lines(sp, prof.name, batch_log)]
@@ -239,12 +242,28 @@ def render(login: Host, sp: SlurmProfile, feature, *, jobdir: str, probe_env: di
     ]
     batch = "\n".join(lines)
 
-    shown_env = redact_env(prof.env)
-    header = {"name": "@NAME@", "argv": redact_argv(argv), "env": shown_env, "started_at": 0, "feature": feature.name,
-              "slurm": True}
+    # secrets (the profile's [env], secret flags' values) live in the job's `env` file (mode 0600),
+    # which node.sh sources: never on a command line, never in node.sh or the run record
+    argv_vars, flag_values = split_secrets(argv, lambda i: f"@SECRET{i}@")
+
+    def env_lines(env: dict[str, str], values: list[str]) -> str:
+        return "\n".join(["# read by node.sh: the profile's [env] and the server's secret flag values (mode 0600)"]
+                         + [f"export {k}={q(v)}" for k, v in env.items()]
+                         + [f"DYNSPEC_SECRET{i}={q(v)}" for i, v in enumerate(values, 1)]) + "\n"
+
+    def shell_words(words: list[str]) -> str:
+        text = " ".join(q(x) for x in words).replace(q("@RANK@"), '"$RANK"').replace(
+            q("@ADDR@"), '"$DYNSPEC_DIST_INIT_ADDR"')
+        for i in range(len(flag_values), 0, -1):
+            text = text.replace(f"@SECRET{i}@", f'"$DYNSPEC_SECRET{i}"')
+        return text
+
+    header = {"name": "@NAME@", "argv": redact_argv(argv), "env": redact_env(prof.env), "started_at": 0,
+              "feature": feature.name, "slurm": True}
     node = ["#!/bin/bash",
             "# one task per node: its rank comes from this task's own SLURM_NODEID",
             "set -u",
+            f". {q(jobdir + '/env')} || exit 1",
             'RANK="$SLURM_NODEID"',
             "LOGS=(" + " ".join(q(x) for x in logs) + ")",
             'LOG="${LOGS[$RANK]}"',
@@ -254,10 +273,10 @@ def render(login: Host, sp: SlurmProfile, feature, *, jobdir: str, probe_env: di
         pf = [dynspec_command(login, s), "preflight", "--python", prof.python, "--feature", feature.name]
         for c in prof.patched_class:
             pf += ["--patched-class", c]
-        for k, v in prof.env.items():
-            pf += ["--env", f"{k}={v}"]
-        server = (" -- " + " ".join(q(x) for x in argv[3:])).replace(q("@RANK@"), '"$RANK"').replace(
-            q("@ADDR@"), '"$DYNSPEC_DIST_INIT_ADDR"')
+        for k in prof.env:
+            pf += ["--env", k]  # the value from this shell's environment (the env file)
+        # a secret flag's value does not change the verdict: preflight sees it masked
+        server = " -- " + shell_words(redact_argv(argv)[3:])
         pre_argv = " ".join(q(x) for x in pf[1:])
         node += [
             f"{pf[0]} {pre_argv} --json{server} > \"$PRE\" 2>/dev/null",
@@ -268,12 +287,13 @@ def render(login: Host, sp: SlurmProfile, feature, *, jobdir: str, probe_env: di
             "  exit 1",
             "fi",
         ]
-    envline = " ".join(f"{k}={q(v)}" for k, v in env.items())
-    if probe_env and "PYTHONPATH" not in prof.env:
-        envline = envline.replace(f"PYTHONPATH={q(probe_env['PYTHONPATH'])}",
-                                  f"PYTHONPATH={q(probe_env['PYTHONPATH'])}\"${{PYTHONPATH:+:$PYTHONPATH}}\"")
+    penv = dict(probe_env or {})
+    envline = " ".join(f"{k}={q(v)}" for k, v in penv.items())
+    if penv and "PYTHONPATH" not in prof.env:
+        envline = envline.replace(f"PYTHONPATH={q(penv['PYTHONPATH'])}",
+                                  f"PYTHONPATH={q(penv['PYTHONPATH'])}\"${{PYTHONPATH:+:$PYTHONPATH}}\"")
     hdr = LAUNCH_PREFIX + json.dumps(header)
-    cmd = " ".join(q(x) for x in argv).replace(q("@RANK@"), '"$RANK"').replace(q("@ADDR@"), '"$DYNSPEC_DIST_INIT_ADDR"')
+    cmd = shell_words(argv_vars)
     node += [
         f"HDR={q(hdr)}",
         'HDR=${HDR//@NAME@/$NAME}; HDR=${HDR//@RANK@/$RANK}; HDR=${HDR//@ADDR@/$DYNSPEC_DIST_INIT_ADDR}',
@@ -283,8 +303,9 @@ def render(login: Host, sp: SlurmProfile, feature, *, jobdir: str, probe_env: di
         node.append(f"cd {q(records.expand(login, prof.workdir))} || exit 1")
     node.append(f"echo $$ > {q(jobdir)}/server-n$RANK.pid  # exec keeps the pid: the server's, for prove and gate")
     node.append(f"exec env {envline} {cmd} >> \"$LOG\" 2>&1" if envline else f"exec {cmd} >> \"$LOG\" 2>&1")
-    return Job(prof.name, jobdir, batch, "\n".join(node) + "\n", logs, list(offsets or [0] * n), pre_files,
-               batch_log, argv)
+    return Job(prof.name, jobdir, batch, "\n".join(node) + "\n", env_lines(prof.env, flag_values),
+               env_lines(redact_env(prof.env), [MASK] * len(flag_values)), logs, list(offsets or [0] * n),
+               pre_files, batch_log, redact_argv(argv))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -339,6 +360,7 @@ def submit(login: Host, job: Job) -> str:
     for log in job.logs:
         login.run(["mkdir", "-p", log.rsplit("/", 1)[0] or "/"], check=True, timeout=30)
     login.write_file(f"{job.jobdir}/job.sbatch", job.batch.encode(), mode=0o755)
+    login.write_file(f"{job.jobdir}/env", job.env_file.encode(), mode=0o600)
     login.write_file(f"{job.jobdir}/node.sh", job.node_sh.encode(), mode=0o755)
     res = _run(login, ["sbatch", "--parsable", f"{job.jobdir}/job.sbatch"])
     if res.exit_code == 127:

@@ -78,7 +78,7 @@ def fake_sglang(root: Path, *, variant: str = "") -> Path:
     (pkg / "srt" / "__init__.py").write_text("")
     (pkg / "srt" / "speculative" / "__init__.py").write_text("")
     flags = [("model-path", "str"), ("port", "int"), ("tp-size", "int"), ("nnodes", "int"), ("node-rank", "int"),
-             ("dist-init-addr", "str"), ("speculative-algorithm", "str"), ("speculative-draft-model-path", "str"),
+             ("dist-init-addr", "str"), ("api-key", "str"), ("speculative-algorithm", "str"), ("speculative-draft-model-path", "str"),
              ("speculative-num-steps", "int"), ("speculative-eagle-topk", "int"),
              ("speculative-num-draft-tokens", "int"), ("speculative-disable-batch-threshold", "int")]
     (pkg / "srt" / "server_args.py").write_text(
