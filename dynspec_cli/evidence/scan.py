@@ -26,7 +26,9 @@ class Feeder:
     """Splits a byte stream into lines, classifies them and hands the observations to `sink`,
     keeping line numbers and offsets. A trailing partial line is held until its newline arrives
     (or `flush`). `no` and `offset` start where the bytes start in the file (a launch watched from
-    the middle of its log keeps the file's line numbers)."""
+    the middle of its log keeps the file's line numbers). NUL bytes carry nothing and are dropped
+    from the lines (the hole a `nohup ... > LOG` log gets when it is emptied while the server goes
+    on writing, a block zeroed by a crash); offsets still count them."""
 
     classifier: Classifier
     sink: Sink
@@ -34,8 +36,19 @@ class Feeder:
     offset: int = 0
     pending: bytes = b""
     numbered: bool = True  # False: line numbers unknown (huge files read in parts)
+    nuls: int = 0  # NUL bytes dropped from the line being assembled
 
     def feed(self, data: bytes) -> None:
+        if b"\x00" in data:
+            parts = data.split(b"\n")
+            for i, part in enumerate(parts):  # one newline at a time: each line's NULs are its own
+                kept = part.replace(b"\x00", b"")
+                self.nuls += len(part) - len(kept)
+                self._feed(kept if i == len(parts) - 1 else kept + b"\n")
+        else:
+            self._feed(data)
+
+    def _feed(self, data: bytes) -> None:
         buf = self.pending + data if self.pending else data
         start = 0
         find = buf.find
@@ -58,7 +71,8 @@ class Feeder:
     def _line(self, raw: bytes, size: int) -> None:
         self.no += 1
         off = self.offset
-        self.offset += size
+        self.offset += size + self.nuls
+        self.nuls = 0
         if not raw.strip():
             return
         classify, feed = self.classifier.classify, self.sink.feed
@@ -69,11 +83,16 @@ class Feeder:
     @property
     def consumed(self) -> int:
         """Bytes taken from the stream so far, the held partial line included."""
-        return self.offset + len(self.pending)
+        return self.offset + len(self.pending) + self.nuls
+
+    def skip_to(self, offset: int) -> None:
+        """Drop the partial line; the next byte fed is the file's `offset`."""
+        self.offset, self.pending, self.nuls = offset, b"", 0
 
     def restart(self) -> None:
         """The file was truncated or replaced: start counting again."""
-        self.no, self.offset, self.pending = 0, 0, b""
+        self.no = 0
+        self.skip_to(0)
 
 
 def open_log(path: str) -> BinaryIO:
@@ -87,12 +106,32 @@ def open_log(path: str) -> BinaryIO:
         raise LogError(f"{path}: permission denied") from None
     except OSError as e:
         raise LogError(f"{path}: cannot open: {e.strerror}") from None
-    head = fh.read(65536)
-    if b"\x00" in head:
+    if _binary(fh):
         fh.close()
-        raise LogError(f"{path}: binary file (NUL bytes), not a text log")
+        raise LogError(f"{path}: binary file, not a text log")
     fh.seek(0)
     return fh
+
+
+_TEXT = bytes([7, 8, 9, 10, 11, 12, 13, 27, *range(0x20, 0x7f), *range(0x80, 0x100)])
+
+
+def _binary(fh: BinaryIO) -> bool:
+    """NUL bytes alone do not make a log binary (a hole where it was emptied while written): the
+    first 64 KiB of what is not NUL (within 64 MiB) are, unless more than 1% are control bytes."""
+    head = fh.read(65536)
+    if b"\x00" not in head:
+        return False
+    text = head.replace(b"\x00", b"")
+    read = len(head)
+    while len(text) < 65536 and read < 64 << 20:
+        chunk = fh.read(1 << 20)
+        if not chunk:
+            break
+        read += len(chunk)
+        text += chunk.replace(b"\x00", b"")
+    text = text[:65536]
+    return len(text.translate(None, _TEXT)) > max(8, len(text) // 100)
 
 
 def feed_file(fh: BinaryIO, feeder: Feeder, start: int = 0) -> None:

@@ -241,8 +241,7 @@ def _judge_big_file(fh: BinaryIO, size: int, p: Pipeline) -> Verdict:
     tail = bigfile.line_start_after(fh, max(pos, size - bigfile.TAIL))
     skipped = 0
     if tail > pos:
-        feeder.pending = b""
-        feeder.offset = tail
+        feeder.skip_to(tail)
         skipped = tail - pos
     feed_file(fh, feeder, start=feeder.consumed)
     v = p.final()

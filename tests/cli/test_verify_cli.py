@@ -182,6 +182,35 @@ def test_follow_on_a_log_that_never_appears_ends_at_the_timeout_exit_2(tmp_path)
         f"dynspec: error: {tmp_path / 'no-dir' / 'server.log'}: no such file (its directory does not exist either)"]
 
 
+def test_a_log_emptied_while_its_server_wrote_is_judged_without_its_nul_hole(tmp_path):
+    """`nohup ... > server.log` (no O_APPEND), then `: > server.log` while the server goes on: its next
+    write lands at its old offset, so the file starts with a NUL hole. Judged as the same log without
+    the NULs (the hole and the line written after it are one physical line: the marker is on line 24,
+    not the seed's 27); only real binary is refused."""
+    seed = (Path(__file__).resolve().parents[2] / "configs" / "demo" / "seed-live.log").read_bytes()
+    first = b"".join(seed.splitlines(keepends=True)[:3])
+    log = tmp_path / "server.log"
+    with open(log, "wb") as server:  # the server's stdout, as the shell's `>` opens it
+        server.write(first)
+        server.flush()
+        open(log, "wb").close()  # the user empties the log
+        server.write(seed[len(first):])
+    data = log.read_bytes()
+    assert data.startswith(b"\x00" * len(first)) and data.count(b"\x00") == len(first)
+    clean = tmp_path / "clean.log"
+    clean.write_bytes(seed[len(first):])
+    docs = [json.loads(run("verify", "--json", str(p)).stdout) for p in (log, clean)]
+    docs.append(json.loads(run("verify", "--follow", "--timeout", "60", "--json", str(log)).stdout))
+    for doc in docs:
+        assert doc["verdict"] == "live" and doc["marker"]["line"] == 24
+        assert doc["marker"]["ranks"] == [f"TP{r}" for r in range(8)]
+    assert docs[0] == docs[1] == docs[2]
+    elf = Path(sys.executable).resolve().read_bytes()[:200_000]  # NULs and control bytes: binary
+    (tmp_path / "python.log").write_bytes(elf)
+    r = run("verify", str(tmp_path / "python.log"))
+    assert r.returncode == 2 and r.stderr == f"dynspec: error: {tmp_path / 'python.log'}: binary file, not a text log\n"
+
+
 def test_follow_timeout_gives_inconclusive_exit_3(tmp_path):
     log = tmp_path / "server.log"
     log.write_text(ts("Load weight begin. avail mem=70.00 GB") + "\n")

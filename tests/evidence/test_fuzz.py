@@ -31,3 +31,27 @@ def test_shuffled_real_fragments(parts):
     doc = v.to_json()
     assert doc["verdict"] != "live" or doc["marker"]["found"]  # never live without the marker
     assert (doc["crash"] is None) or isinstance(doc["crash"]["exception"], str)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(FRAGMENTS), max_size=30), st.data())
+def test_nul_runs_anywhere_in_any_chunking_are_judged_as_absent(parts, draw):
+    """A log with NUL runs (an emptied log's hole, a zeroed block) gives the verdict of the same log
+    without them, however the bytes arrive; offsets still count the NULs."""
+    from dynspec_cli.knowledge.features import load_feature
+    from dynspec_cli.verdict.pipeline import Pipeline
+
+    clean = "".join(p if i % 3 else p + "\n" for i, p in enumerate(parts)).encode("utf-8", "surrogatepass")
+    holed = bytearray(clean)
+    for _ in range(draw.draw(st.integers(0, 4))):
+        at = draw.draw(st.integers(0, len(holed)))
+        holed[at:at] = b"\x00" * draw.draw(st.integers(1, 3000))
+    cuts = sorted(draw.draw(st.lists(st.integers(0, len(holed)), max_size=6)))
+    p = Pipeline(load_feature(None))
+    for a, b in zip([0, *cuts], [*cuts, len(holed)]):
+        p.feed(bytes(holed[a:b]))
+    assert p.consumed == len(holed)
+    got, want = p.final().to_json(), judge_text(clean).to_json()
+    for doc in (got, want):
+        doc["launch"].pop("first_offset", None)
+    assert got == want
