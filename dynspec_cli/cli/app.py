@@ -116,11 +116,18 @@ def preflight(
         known_hosts=known_hosts, accept_new_host_key=accept_new_host_key, engine=engine, sbatch=sbatch))
 
 
+def _env_items(env: Optional[List[str]]) -> Optional[List[str]]:
+    """--env K=V or K (this shell's value): see checks.env_item."""
+    from dynspec_cli.cli import checks
+
+    return [checks.env_item(item) for item in env] if env else env
+
+
 @app.command(epilog=EXIT_CODES)
 def launch(
     profile: str = typer.Argument(..., help="Profile: a .toml path or a bundled example name."),
     host: Optional[str] = typer.Option(None, "--host", help="Override the profile's host (ssh_config alias, user@host[:port], local)."),
-    env: Optional[List[str]] = typer.Option(None, "--env", help="K=V added to the server's environment (repeatable)."),
+    env: Optional[List[str]] = typer.Option(None, "--env", help="K=V added to the server's environment (repeatable); K alone takes its value from this shell, so a secret stays off every command line."),
     set_: Optional[List[str]] = typer.Option(None, "--set", help="flag=value for sglang (repeatable; true = bare flag, false = drop)."),
     name: Optional[str] = typer.Option(None, "--name", help="Run name (default: the profile's)."),
     replace: bool = typer.Option(False, "--replace", help="Stop a live run of the same name first."),
@@ -145,6 +152,8 @@ def launch(
     from dynspec_cli.run.profiles import for_feature, load_profile, with_overrides
     from dynspec_cli.run.slurm import is_slurm
 
+    with _errors():
+        env = _env_items(env)
     if is_slurm(profile):  # scheduler = "slurm": submitted with sbatch on the login host (cli/slurm_cmds.py)
         from dynspec_cli.cli import slurm_cmds
 

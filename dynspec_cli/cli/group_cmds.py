@@ -61,7 +61,7 @@ class _Opener:
 @group_app.command(epilog=EXIT_CODES)
 def launch(
     profile: str = typer.Argument(..., help="Group profile: a .toml with hosts = [...] (node-rank order)."),
-    env: Optional[List[str]] = typer.Option(None, "--env", help="K=V for every node's environment (repeatable)."),
+    env: Optional[List[str]] = typer.Option(None, "--env", help="K=V for every node's environment (repeatable); K alone takes its value from this shell."),
     node_env: Optional[List[str]] = typer.Option(None, "--node-env", help="RANK:K=V for one node's environment (repeatable)."),
     set_: Optional[List[str]] = typer.Option(None, "--set", help="flag=value for sglang on every node (repeatable)."),
     name: Optional[str] = typer.Option(None, "--name", help="Group name (default: the profile's); nodes are NAME-nRANK."),
@@ -87,6 +87,10 @@ def launch(
     from dynspec_cli.run.profiles import single_engine
     from dynspec_cli.run.slurm import is_slurm
 
+    from dynspec_cli.cli import checks
+
+    with _errors():
+        env = [checks.env_item(item) for item in env] if env else env
     if is_slurm(profile):  # scheduler = "slurm": Slurm hands out the nodes (cli/slurm_cmds.py)
         from dynspec_cli.cli import slurm_cmds
 

@@ -158,8 +158,8 @@ class Host(abc.ABC):
         timeout: the process group is killed and CommandTimeout raised.
         idempotent: running it twice is harmless (a read, `mkdir -p`), so a connection drop under
         it is retried through a reconnect; otherwise a drop raises ConnectionLost."""
-        result = self._script(argv[0] if argv else "run", shell.command(argv, env=env, cwd=cwd), input=input,
-                              timeout=timeout, idempotent=idempotent)
+        result = self._script(argv[0] if argv else "run", shell.command(argv, env=env, cwd=cwd),
+                              input=_with_env(env, input), timeout=timeout, idempotent=idempotent)
         if check and not result.ok:
             raise _failed(self.name, argv[0], result)
         return result
@@ -195,7 +195,7 @@ class Host(abc.ABC):
         process; a non-zero exit raises CommandFailed with its stderr."""
         proc = self._start(shell.command([python, "-u", "-", *args], env=env, cwd=cwd), stdin=True)
         try:
-            _feed(proc, script.encode("utf-8"))
+            _feed(proc, shell.env_input(env) + script.encode("utf-8"))
             err = bytearray()
             while True:
                 out, e, eof = proc.read(None)
@@ -295,8 +295,8 @@ class Host(abc.ABC):
         A drop before the command reached the host is retried; a drop after it may have (the exec
         request was sent) raises ConnectionLost: starting a second server would be worse than
         reporting that the first one's pid is unknown."""
-        res = self._script("spawn", shell.spawn(argv, env=env, cwd=cwd, log_path=log_path), timeout=60,
-                           idempotent=False)
+        res = self._script("spawn", shell.spawn(argv, env=env, cwd=cwd, log_path=log_path),
+                           input=_with_env(env, None), timeout=60, idempotent=False)
         return self._spawned(argv, res, log_path)
 
     def spawn_tracked(
@@ -312,7 +312,7 @@ class Host(abc.ABC):
         inside its own session, before the caller learns the pid): a caller killed at any moment
         leaves a findable process, never an anonymous one."""
         script = shell.spawn_tracked(argv, env=env, cwd=cwd, log_path=log_path, pid_file=pid_file)
-        res = self._run_script(script, timeout=60)
+        res = self._run_script(script, input=_with_env(env, None), timeout=60)
         return self._spawned(argv, res, log_path)
 
     def _spawned(self, argv: Sequence[str], res: Result, log_path: str) -> Spawned:
@@ -434,6 +434,12 @@ class Host(abc.ABC):
 
         return Follow(self, path, offset, inode=inode, python=python or self.python, heartbeat=heartbeat,
                       reconnect_for=reconnect_for, watch=watch)
+
+
+def _with_env(env: Mapping[str, str] | None, input: bytes | None) -> bytes | None:
+    """stdin of a script made with env: the env line first (see shell.READ_ENV), then input."""
+    head = shell.env_input(env)
+    return head + (input or b"") if head else input
 
 
 def _feed(proc: Process, data: bytes) -> None:

@@ -2,8 +2,9 @@
 
 Every host runs the same scripts with `/bin/sh -c SCRIPT`: locally directly, over SSH inside
 `envelope()`. Values only ever enter a script as single `shlex.quote`d words, never through
-`export` lines or string formatting into code, so `$(...)`, backticks, `;`, quotes, newlines and
-unicode stay data.
+string formatting into code, so `$(...)`, backticks, `;`, quotes, newlines and unicode stay data.
+Environment values never enter a script at all: a script is a command line, readable by every
+user in /proc; they come on stdin (`env_input`, `READ_ENV`) and are exported from there.
 
 Why the envelope: SSH always hands the command string to the remote user's login shell, which may
 be bash, zsh, fish or tcsh. shlex.quote is POSIX quoting (fish treats `\\'` inside single quotes
@@ -65,12 +66,38 @@ def check_argv(argv: Sequence[str]) -> list[str]:
 
 def command(argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str | None = None) -> str:
     """Script that runs argv with env added to the host's environment, in cwd.
-    `exec` all the way down: the process that runs is the one the host started (same pid/pgid)."""
+    `exec` all the way down: the process that runs is the one the host started (same pid/pgid).
+    With env, the script takes it from the first line of its stdin: feed `env_input(env)` before
+    anything else the command reads."""
     argv = check_argv(argv)
-    run = "exec env -- " + words(*env_words(env), *argv)
+    run = _env_read(env) + "exec env -- " + words(*argv)
     if cwd is None:
         return run
     return f"cd -- {quote(cwd)} || exit 126\n{run}"
+
+
+# The environment travels on stdin, never in a script or an argv: a script is a command line
+# (`/bin/sh -c SCRIPT` here, the login shell's over SSH), and any local user can read command
+# lines in /proc; a process's environment only its owner can. One line of octal escapes (as in the
+# envelope: digits only, so any bytes and newlines survive `read`) that decodes to `export K='V'`
+# lines; `read` takes exactly that line (sh reads a pipe a byte at a time), the rest of stdin is
+# the command's. printf and eval are builtins: the values reach no command line on the way.
+READ_ENV = 'IFS= read -r _dynspec_env || exit 125; eval "$(printf "$_dynspec_env")"; unset _dynspec_env\n'
+
+
+def _env_read(env: Mapping[str, str] | None) -> str:
+    return READ_ENV if env_words(env) else ""
+
+
+def env_input(env: Mapping[str, str] | None) -> bytes:
+    """The stdin line a script made with `env` reads first (empty without env)."""
+    lines = "".join(f"export {quote(w.partition('=')[0])}={quote(w.partition('=')[2])}\n" for w in env_words(env))
+    return (encode(lines) + "\n").encode("ascii") if lines else b""
+
+
+def encode(text: str) -> str:
+    """text as printf octal escapes (`\\NNN` per byte): digits and backslashes only."""
+    return "".join(f"\\{b:03o}" for b in text.encode("utf-8", "surrogateescape"))
 
 
 def call(body: str, *args: str) -> str:
@@ -85,7 +112,7 @@ def envelope(script: str, *, report_pid: bool = False) -> str:
     report_pid: first write "<pid>\\n" to stderr; the login shell execs /bin/sh, which execs the
     script's command, so that pid is sshd's session child, the leader of the process group."""
     data = script.encode("utf-8", "surrogateescape")
-    encoded = "".join(f"\\{b:03o}" for b in data)
+    encoded = encode(script)
     pid = "echo $$ >&2; " if report_pid else ""
     line = f"exec /bin/sh -c '{pid}eval \"$(printf \"{encoded}\")\"'"
     if len(line) > MAX_ENVELOPE:
@@ -136,10 +163,12 @@ def spawn_tracked(argv: Sequence[str], *, env: Mapping[str, str] | None, cwd: st
 
 
 def _setsid(inner: str, args: list[str], argv: Sequence[str], env: Mapping[str, str] | None, cwd: str | None) -> str:
+    """The spawn script: env (from stdin, see READ_ENV) is exported before setsid, so the server
+    inherits it and no command line on the way carries a value."""
     argv = check_argv(argv)
-    start = "setsid env -- " + words(*env_words(env), "/bin/sh", "-c", inner, "sh", *args, *argv)
+    start = "setsid " + words("/bin/sh", "-c", inner, "sh", *args, *argv)
     cd = "" if cwd is None else f"cd -- {quote(cwd)} || exit 126\n"
-    return f"{cd}{start} &\n"
+    return f"{_env_read(env)}{cd}{start} &\n"
 
 
 # dynspec's own directory on the host: $DYNSPEC_HOME there, else ~/.dynspec.

@@ -36,3 +36,83 @@ def pids_with(text: str) -> list[int]:
         if text in cmd and st and st[0] not in "ZX":
             out.append(int(d))
     return out
+
+
+class CmdlineSampler:
+    """Reads every process's command line every ~1 ms in a thread, as any local user can, and keeps
+    each one holding one of `needles` (bytes). `sweeps` counts the passes over /proc."""
+
+    def __init__(self, needles: list[bytes]):
+        import threading
+
+        self.needles = needles
+        self.seen: list[tuple[int, bytes]] = []
+        self.sweeps = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        import time
+
+        me = str(os.getpid())
+        while not self._stop.is_set():
+            for d in os.listdir("/proc"):
+                if not d.isdigit() or d == me:
+                    continue
+                try:
+                    with open(f"/proc/{d}/cmdline", "rb") as f:
+                        cmd = f.read()
+                except OSError:
+                    continue
+                if any(n in cmd for n in self.needles):
+                    self.seen.append((int(d), cmd))
+            self.sweeps += 1
+            time.sleep(0.0005)
+
+    def __enter__(self) -> "CmdlineSampler":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+class ExecTrace:
+    """Every execve argv of process `pid` and all it forks from now on (strace -f, attached: a
+    SIGINT detaches it and leaves the processes running). Deterministic where sampling is not."""
+
+    def __init__(self, pid: int, out: Path):
+        self.pid, self.out = pid, out
+
+    def __enter__(self) -> "ExecTrace":
+        import shutil
+        import subprocess
+        import time
+
+        strace = shutil.which("strace")
+        if strace is None:
+            import pytest
+
+            pytest.fail("strace is needed to see every command line (apt-get install -y strace)", pytrace=False)
+        self._proc = subprocess.Popen([strace, "-f", "-qq", "-s", "1000000", "-e", "trace=execve", "-o",
+                                       str(self.out), "-p", str(self.pid)], stdin=subprocess.DEVNULL,
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # attached once the tracee says so
+            status = Path(f"/proc/{self.pid}/status").read_text()
+            if f"TracerPid:\t{self._proc.pid}\n" in status:
+                return self
+            assert self._proc.poll() is None, self._proc.stderr.read()
+            time.sleep(0.01)
+        raise AssertionError("strace did not attach")
+
+    def __exit__(self, *exc) -> None:
+        import signal
+
+        self._proc.send_signal(signal.SIGINT)
+        self._proc.wait(30)
+
+    def execs(self) -> list[str]:
+        """The execve lines (argv as strace prints it: C escapes, \\ooo for bytes past ASCII)."""
+        return [ln for ln in self.out.read_text(errors="replace").splitlines() if "execve(" in ln]

@@ -16,9 +16,11 @@ values = st.text(st.characters(blacklist_categories=("Cs",), blacklist_character
 LOGIN_SHELLS = ["sh", "dash", "bash", "zsh", "fish", "tcsh"]
 
 
-def _via(login_shell: str, script: str) -> subprocess.CompletedProcess:
-    """What sshd does: hand the command string to the user's login shell with -c."""
-    return subprocess.run([login_shell, "-c", shell.envelope(script)], capture_output=True, timeout=20)
+def _via(login_shell: str, script: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """What sshd does: hand the command string to the user's login shell with -c (and the
+    environment on stdin, as Host does)."""
+    return subprocess.run([login_shell, "-c", shell.envelope(script)], input=shell.env_input(env),
+                          capture_output=True, timeout=20)
 
 
 @pytest.mark.parametrize("login_shell", LOGIN_SHELLS)
@@ -30,7 +32,7 @@ def test_envelope_survives_login_shells(login_shell, tmp_path):
                f'" ; touch {canary}; "', f"\\'$(touch {canary})", f"a\ntouch {canary}", "ü ✓ \\\\ \\n %s %%",
                "!!", "~", "*", "$HOME", "-n", ""]
     script = shell.command(["printf", "%s\\0", *hostile], env={"V": hostile[0]})
-    res = _via(login_shell, script)
+    res = _via(login_shell, script, {"V": hostile[0]})
     assert res.returncode == 0, res.stderr
     assert res.stdout.decode().split("\0")[:-1] == hostile
     assert not canary.exists()
@@ -40,7 +42,7 @@ def test_envelope_survives_login_shells(login_shell, tmp_path):
 @given(st.lists(values, min_size=1, max_size=5), values)
 def test_envelope_roundtrip_property(args, env_value):
     script = shell.command(["sh", "-c", 'printf "%s\\0" "$V" "$@"', "sh", *args], env={"V": env_value})
-    res = _via("bash", script)
+    res = _via("bash", script, {"V": env_value})
     assert res.returncode == 0, res.stderr
     assert res.stdout.decode("utf-8").split("\0")[:-1] == [env_value, *args]
 
@@ -80,3 +82,19 @@ def test_argv_must_be_a_list():
 def test_envelope_size_is_bounded():
     with pytest.raises(ValueError, match="too long"):
         shell.envelope("x" * 40_000)
+
+
+def test_env_values_are_in_no_script():
+    """A script is a command line (`sh -c SCRIPT`, the login shell's over SSH): values come on stdin."""
+    secret = "hf_s3cr3t value"
+    env = {"HF_TOKEN": secret}
+    scripts = [shell.command(["true"], env=env),
+               shell.spawn(["true"], env=env, cwd=None, log_path="/tmp/x.log"),
+               shell.spawn_tracked(["true"], env=env, cwd=None, log_path="/tmp/x.log", pid_file="/tmp/x.pid")]
+    octal = "".join("\\%03o" % b for b in secret.encode())
+    for script in scripts:
+        assert secret not in script and secret not in shell.envelope(script) and octal not in shell.envelope(script)
+    assert secret.encode() not in shell.env_input(env)  # not even the stdin line spells it out
+    res = subprocess.run(["sh", "-c", shell.command(["sh", "-c", 'printf %s "$HF_TOKEN"; cat'], env=env)],
+                         input=shell.env_input(env) + b" and the rest", capture_output=True)
+    assert res.stdout == b"hf_s3cr3t value and the rest"

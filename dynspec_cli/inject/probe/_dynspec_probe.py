@@ -161,6 +161,36 @@ def _plain(v, depth=0):
     return r if len(r) <= 300 else r[:300] + "..."
 
 
+_SECRET_FLAGS = ("--api-key", "--admin-api-key", "--hf-token", "--token")
+
+
+def _secret_flag(word):
+    """--api-key and any --NAME that names a secret as dynspec's run/secrets.py does (*_TOKEN,
+    *_KEY, *_PASS, *PASSWORD*, *SECRET*, *CREDENTIALS*): its value never goes into the log."""
+    if not word.startswith("--"):
+        return False
+    name = word[2:].upper().replace("-", "_")
+    return (word in _SECRET_FLAGS or name.endswith(("_TOKEN", "_KEY", "_PASS"))
+            or any(p in name for p in ("PASSWORD", "SECRET", "CREDENTIALS")))
+
+
+def _redacted(argv):
+    """argv with the values of secret flags (`--api-key V`, `--api-key=V`) as ***."""
+    out, hide = [], False
+    for a in argv:
+        a = str(a)
+        flag, eq, _ = a.partition("=")
+        if hide:
+            out.append("***")
+            hide = False
+        elif _secret_flag(flag):
+            out.append(flag + "=***" if eq else a)
+            hide = not eq
+        else:
+            out.append(a)
+    return out
+
+
 def _parse_argv(argv):
     """(kind, value) of how the interpreter was started: module / command / script / interactive."""
     args = list(argv[1:])
@@ -537,7 +567,7 @@ class Probe(object):
 
     def emit_start(self, ok, setup_ms):
         argv = list(getattr(sys, "orig_argv", None) or [sys.executable] + sys.argv)
-        self.emit("start", ok=ok, started_as=self.started_as, argv=[_plain(a) for a in argv[:16]],
+        self.emit("start", ok=ok, started_as=self.started_as, argv=[_plain(a) for a in _redacted(argv)[:16]],
                   python=".".join(map(str, sys.version_info[:3])), executable=sys.executable,
                   probe=os.path.abspath(__file__), targets=len(self.targets),
                   mode=("monitoring" if self._monitoring_available() else "code"), setup_ms=round(setup_ms, 3))
