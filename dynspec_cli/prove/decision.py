@@ -13,6 +13,12 @@ from typing import Any, Optional
 from dynspec_cli.prove.observations import Decode
 
 EPS = 0.05  # accept length above 1 + EPS: drafts were accepted, speculation ran
+# A `Decode batch` line's accept len is accepted tokens / forward passes over the whole log
+# interval (sglang's scheduler metrics), so an interval in which the batch dipped to the threshold
+# and back (a request finished, the next one arrived) mixes speculating and plain passes:
+# 1 + f * (L - 1) for a fraction f of speculating passes and the run's on level L. Below half way
+# to L the line shows a mix, which proves neither on nor off.
+MIXED_BELOW = 0.5
 
 
 @dataclass
@@ -27,6 +33,7 @@ class Group:
     expected: Optional[bool]  # what the feature promises here (None: no promise)
     evaluated: bool
     source: str = "log"  # log | metrics | meta_info
+    why: Optional[str] = None  # why it is not evaluated: too little evidence to decide it
 
     @property
     def passed(self) -> Optional[bool]:
@@ -37,7 +44,7 @@ class Group:
     def to_json(self) -> dict[str, Any]:
         return {"running": self.running, "lines": self.lines, "stable": self.stable, "accept_len": self.accept_len,
                 "speculation": _onoff(self.on), "expected": _onoff(self.expected), "evaluated": self.evaluated,
-                "passed": self.passed, "source": self.source}
+                "passed": self.passed, "source": self.source, "not_evaluated": self.why}
 
 
 @dataclass
@@ -132,6 +139,9 @@ class Step:
             if g.running is not None:
                 al = "no accept len" if g.accept_len is None else f"accept len {g.accept_len:.2f}"
                 out.append(f"batch {g.running}: {al} ({g.stable or g.lines} lines)")
+        for g in self.groups:
+            if g.why and g.running is not None and g.running == self.running_mode:
+                out.append(f"batch {g.running}: not decided, {g.why}")
         if self.tokens_per_verify is not None:
             out.append(f"meta_info: {self.tokens_per_verify:.2f} tokens/verify over {self.requests_with_spec} requests")
         elif self.requests_ok:
@@ -170,8 +180,17 @@ def expected_at(running: int, threshold: int, expect_below: bool) -> Optional[bo
     return True if expect_below else None
 
 
-def judge_step(step: Step, threshold: int, expect_below: bool) -> None:
-    """Group the step's decode observations by running batch and decide each group."""
+def on_level(steps: list[Step], threshold: int) -> Optional[float]:
+    """The accept length of speculating passes in this run: the median over groups that showed
+    speculation at a running batch <= threshold (None: none did)."""
+    vals = [g.accept_len for s in steps for g in s.groups
+            if g.running is not None and g.running <= threshold and g.on and g.accept_len is not None]
+    return statistics.median(vals) if vals else None
+
+
+def judge_step(step: Step, threshold: int, expect_below: bool, level: Optional[float] = None) -> None:
+    """Group the step's decode observations by running batch and decide each group. A group is
+    decided on two lines or more; with `level` (on_level), not on an accept length that shows a mix."""
     decode = step.decode
     step.groups = []
     if decode:
@@ -183,14 +202,19 @@ def judge_step(step: Step, threshold: int, expect_below: bool) -> None:
         for b in sorted(by):
             ds = by[b]
             judged = steady[b] if any_steady else ds
-            evaluated = len(judged) >= 2 if any_steady else True
             vals = [d.accept_len if d.accept_len is not None else 1.0 for d in judged]
             has_len = any(d.accept_len is not None for d in judged)
             med = statistics.median(vals) if vals else None
             on = (med > 1 + EPS) if med is not None else None
+            why = None
+            if len(judged) < 2:
+                why = f"{len(judged)} {'steady ' if any_steady else ''}line{'s' if len(judged) != 1 else ''}"
+            elif on and level is not None and med < 1 + MIXED_BELOW * (level - 1):
+                why = (f"accept len {med:.2f} is a mix of speculating and plain passes (this run speculates at "
+                       f"{level:.2f}): the batch changed within the log interval")
             step.groups.append(Group(b, len(ds), len(steady[b]), med if has_len else None, on,
-                                     expected_at(b, threshold, expect_below), evaluated and on is not None,
-                                     ds[0].source))
+                                     expected_at(b, threshold, expect_below), why is None and on is not None,
+                                     ds[0].source, why))
         if not any_steady:
             step.note = "the running batch changed between every two lines: judged on all lines"
         return
@@ -225,6 +249,10 @@ def conclude(steps: list[Step], threshold: int, expect_below: bool, *, verdict: 
              died: Optional[str] = None, max_running: Optional[int] = None) -> Conclusion:
     if died:
         return Conclusion("died", 4, died)
+    level = on_level(steps, threshold)
+    for s in steps:  # again, now that the run's on level is known
+        if s.decode:
+            judge_step(s, threshold, expect_below, level)
     groups = [(s, g) for s in steps for g in s.evaluated]
     failed = [(s, g) for s, g in groups if g.passed is False]
     if failed:
@@ -251,6 +279,10 @@ def conclude(steps: list[Step], threshold: int, expect_below: bool, *, verdict: 
     seen = [g.running for _, g in groups if g.running is not None]
     below = any(g.passed for _, g in groups if g.expected)
     above = any(g.passed for _, g in groups if g.expected is False)
+    # a step left undecided at its usual batch (the boundary step N+1, say) leaves the proof open
+    thin = [(s, g) for s in steps for g in s.groups if g.why and g.running is not None and g.running == s.running_mode]
+    if thin:
+        return _too_little(thin, threshold)
     if not above:
         biggest = max(seen) if seen else None
         msg = (f"the running batch never exceeded the threshold (largest seen: {biggest}, threshold {threshold})"
@@ -270,6 +302,15 @@ def conclude(steps: list[Step], threshold: int, expect_below: bool, *, verdict: 
     off = sorted({g.running for _, g in groups if g.on is False and g.running is not None})
     msg = f"speculation on at running batch {_span(on) or '<= ' + str(threshold)}, off at {_span(off)} (threshold {threshold})"
     return Conclusion("proven", 0, msg)
+
+
+def _too_little(thin: list[tuple[Step, Group]], threshold: int) -> Conclusion:
+    s, g = max(thin, key=lambda sg: (sg[1].lines, sg[1].running))
+    side = "<=" if g.running <= threshold else ">"
+    return Conclusion("inconclusive", 3, f"too little evidence at running batch {g.running} ({side} threshold {threshold}): "
+                                         f"{g.why} (step {s.index}, concurrency {s.concurrency})",
+                      "a longer run: raise --duration and --max-new-tokens (requests that outlive the server's "
+                      "--decode-log-interval give lines at one batch)")
 
 
 def _span(vals: list[int]) -> str:

@@ -87,6 +87,8 @@ def chart_lines(doc: dict[str, Any], width: int = 36) -> list[str]:
     below = (doc.get("expect") or {}).get("speculate_at_or_below_threshold", True)
     top = max(2.0, max(v for _, v, _ in pts))
     out = [f"  [bold]accept length by running batch[/]  [dim](threshold {th}; speculation on above {1 + eps:.2f})[/]"]
+    groups = [g for s in doc.get("steps") or [] for g in s.get("groups") or []]
+    undecided = {g["running"] for g in groups if g.get("not_evaluated")} - {g["running"] for g in groups if g.get("evaluated")}
     marked = False
     for b, v, n in pts:
         if b > th and not marked:
@@ -97,6 +99,8 @@ def chart_lines(doc: dict[str, Any], width: int = 36) -> list[str]:
         col = "green" if on else "red"
         expected = False if b > th else (True if below else None)
         wrong = f" [bold red]✗ expected {'on' if expected else 'off'}[/]" if expected is not None and on != expected else ""
+        if wrong and b in undecided:  # (decision.py: too little evidence to call it wrong)
+            wrong = " [yellow]? not decided[/]"
         out.append(f"  batch {b:>4} │[{col}]{bar}[/] {v:.2f} [dim]({n})[/]{wrong}")
     if not marked:
         out.append(f"  {'─' * 11}┼─ threshold {th} ─ [dim]no batch above it was seen[/]")

@@ -283,6 +283,9 @@ class Prover:
             if self.on_start:
                 self.on_start(i, c)
             s, died = self.step(i, c)
+            if s.decode:  # judged again against this run's on level so far (decision.on_level)
+                decision.judge_step(s, self.plan.threshold, self.expect_below,
+                                    decision.on_level([*proof.steps, s], self.plan.threshold))
             proof.steps.append(s)
             if self.on_step:
                 self.on_step(s)

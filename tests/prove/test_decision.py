@@ -95,3 +95,26 @@ def test_meta_info_only_judges_steps_that_cannot_exceed_the_threshold():
 def test_epsilon_boundary():
     assert step(1, 1, [(1, 1 + decision.EPS)] * 3).speculation == "off"
     assert step(1, 1, [(1, 1 + decision.EPS + 0.01)] * 3).speculation == "on"
+
+
+def test_a_mixed_line_above_the_threshold_is_too_little_evidence():
+    # a 4 s run of 32-token requests on the stand-in (threshold 5, log interval 40): at batch 6
+    # the lines read 1.11, 1.10, 1.32, 1.08 (requests finishing dip the batch to 5, where the
+    # feature speculates again), against 2.75 at batch 1
+    steps = [step(1, 1, [(1, 2.75), (1, 2.62), (1, 2.67), (1, 2.25)]), step(2, 5, [(5, 2.74), (5, 2.83), (5, 2.67)]),
+             step(3, 6, [(6, 1.11), (6, 1.1), (6, 1.32), (6, 1.08)]), step(4, 10, [(10, 1.01), (10, 1.02), (10, 1.0)])]
+    c = conclude(steps, TH, True, verdict="live")
+    assert (c.outcome, c.exit_code) == ("inconclusive", 3), c.message
+    assert c.message.startswith("too little evidence at running batch 6 (> threshold 5): accept len 1.10 is a mix")
+    assert "--duration" in c.hint and steps[2].outcome == "inconclusive"
+    # a feature that ignores the threshold reads as high at 6 as below it: that is a failure
+    steps[2] = step(3, 6, [(6, 2.6), (6, 2.7), (6, 2.55), (6, 2.66)])
+    c = conclude(steps, TH, True, verdict="live")
+    assert c.exit_code == 1 and "at running batch 6" in c.message and "stayed on" in c.message
+
+
+def test_one_line_decides_nothing():
+    steps = [step(1, 1, [(1, 2.8)] * 4), step(2, 6, [(6, 2.5)]), step(3, 10, [(10, 1.0)] * 4)]
+    assert steps[1].groups[0].why == "1 line" and steps[1].outcome == "inconclusive"
+    c = conclude(steps, TH, True, verdict="live")
+    assert c.exit_code == 3 and c.message.startswith("too little evidence at running batch 6") and "1 line" in c.message
