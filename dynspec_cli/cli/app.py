@@ -18,13 +18,24 @@ from dynspec_cli.cli.options import (
 from dynspec_cli.cli.options import errors as _errors
 from dynspec_cli.cli.options import out as _out
 
-EXIT_CODES = """Exit codes: 0 live / reachable · 1 dead (the patched code cannot or did not run) · 2 bad input · 3 inconclusive / unknown · 4 crashed."""
+# Each command's own exit codes (what it returns, nothing more), in its --help.
+EXIT_CODES = "Exit codes: 0 live · 1 dead (the patched code cannot or did not run) · 2 bad input · 3 inconclusive · 4 crashed."
+LAUNCH_EXIT = ("Exit codes: 0 live and ready (with --no-watch: started) · 1 dead (or preflight refused to start it) · "
+               "2 bad input or unreachable host · 3 inconclusive or timed out · 4 crashed · 130 interrupted.")
+WATCH_EXIT = ("Exit codes: 0 live and ready · 1 dead · 2 bad input (no such run) or unreachable host · "
+              "3 inconclusive or timed out · 4 crashed · 130 interrupted.")
+EXPLAIN_EXIT = "Exit codes: 0 printed · 2 unknown finding code."
+DEMO_EXIT = "Exit codes: 0 the replay showed what it promises (dead, then live) · 1 it did not."
+STOP_EXIT = ("Exit codes: 0 no process of the run remains · 1 processes survived SIGKILL · "
+             "2 bad input (no such run, a process that is not the run's) or unreachable host.")
+STATUS_EXIT = "Exit codes: 0 listed · 2 bad input (no run of that name) or unreachable host."
 
 PREFLIGHT_EXIT_CODES = "Exit codes: 0 reachable · 1 dead (the patched code cannot run with this sglang, env and flags) · 2 bad input · 3 unknown."
 
 app = typer.Typer(
     name="dynspec",
-    help="Is my SGLang patch live? Evidence-backed, version-aware verdicts for patched speculative decoding.\n\n" + EXIT_CODES,
+    help="Is my SGLang patch live? Evidence-backed, version-aware verdicts for patched speculative decoding.\n\n"
+         "Each command's --help lists its exit codes; the gate, verify: " + EXIT_CODES.split(": ", 1)[1],
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -56,7 +67,7 @@ def verify(
                                 engine_version=engine_version))
 
 
-@app.command(epilog=EXIT_CODES)
+@app.command(epilog=EXPLAIN_EXIT)
 def explain(code: Optional[str] = typer.Argument(None, help="A finding code such as DS201; omit to list all."),
             markdown: bool = typer.Option(False, "--markdown", help="Print the table of all findings as Markdown.")) -> None:
     """What a finding means, why it matters and how to fix it."""
@@ -75,10 +86,10 @@ def explain(code: Optional[str] = typer.Argument(None, help="A finding code such
     show(finding_doc_lines(code.upper(), d))
 
 
-@app.command(epilog=EXIT_CODES)
+@app.command(epilog=DEMO_EXIT)
 def demo(
     speed: float = typer.Option(20.0, "--speed", help="Replay speed-up against the recorded pacing."),
-    json_out: bool = typer.Option(False, "--json", help="Print each verdict as JSON."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON object: both scenes' verdicts (`scenes`) and the demo's exit code."),
 ) -> None:
     """Replay real recorded sglang start-ups through `verify --follow` (no GPU, no network):
     the seed's dead launch, caught at its first line, then the fixed launch reaching live."""
@@ -123,7 +134,7 @@ def _env_items(env: Optional[List[str]]) -> Optional[List[str]]:
     return [checks.env_item(item) for item in env] if env else env
 
 
-@app.command(epilog=EXIT_CODES)
+@app.command(epilog=LAUNCH_EXIT)
 def launch(
     profile: str = typer.Argument(..., help="Profile: a .toml path or a bundled example name."),
     host: Optional[str] = typer.Option(None, "--host", help="Override the profile's host (ssh_config alias, user@host[:port], local)."),
@@ -180,14 +191,14 @@ def launch(
     raise typer.Exit(code)
 
 
-@app.command(epilog=EXIT_CODES)
+@app.command(epilog=WATCH_EXIT)
 def watch(
     name: str = typer.Argument(..., help="Run name."),
-    host: str = typer.Option("local", "--host"),
+    host: str = typer.Option("local", "--host", help="Where the run is (local, an ssh_config alias or user@host[:port]); its records are in that host's dynspec home."),
     keep: bool = typer.Option(False, "--keep", help="Do not stop the server when the verdict is dead or crashed."),
     detach: bool = typer.Option(True, "--detach/--no-detach", help="On Ctrl-C leave the server running (default)."),
-    timeout: Optional[float] = typer.Option(None, "--timeout"),
-    json_out: bool = typer.Option(False, "--json"),
+    timeout: Optional[float] = typer.Option(None, "--timeout", help="Give up watching after this many seconds (exit 3; the server keeps running)."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON object (the verdict and the run) instead of the live report."),
     ssh_config: SshConfig = None,
     known_hosts: KnownHosts = None,
     accept_new_host_key: AcceptNewHostKey = False,
@@ -219,10 +230,10 @@ def watch(
     raise typer.Exit(code)
 
 
-@app.command(epilog=EXIT_CODES)
+@app.command(epilog=STOP_EXIT)
 def stop(
     name: str = typer.Argument(..., help="Run name."),
-    host: str = typer.Option("local", "--host"),
+    host: str = typer.Option("local", "--host", help="Where the run is (local, an ssh_config alias or user@host[:port]); its records are in that host's dynspec home."),
     grace: float = typer.Option(10.0, "--grace", help="Seconds between SIGTERM and SIGKILL."),
     ssh_config: SshConfig = None,
     known_hosts: KnownHosts = None,
@@ -247,11 +258,11 @@ def stop(
     raise typer.Exit(render_stopped(_out(False), rec, was_alive=was_alive, gone=gone))
 
 
-@app.command(epilog=EXIT_CODES)
+@app.command(epilog=STATUS_EXIT)
 def status(
     names: Optional[List[str]] = typer.Argument(None, help="Only these runs (default: every run on the host)."),
-    host: str = typer.Option("local", "--host"),
-    json_out: bool = typer.Option(False, "--json"),
+    host: str = typer.Option("local", "--host", help="Where the run is (local, an ssh_config alias or user@host[:port]); its records are in that host's dynspec home."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON object ({\"runs\": [...]}) instead of the list."),
     ssh_config: SshConfig = None,
     known_hosts: KnownHosts = None,
     accept_new_host_key: AcceptNewHostKey = False,
@@ -281,3 +292,22 @@ from dynspec_cli.cli import group_cmds as _group_cmds  # noqa: E402
 
 _group_cmds.register(app)
 
+
+
+def _summaries(t: typer.Typer) -> None:
+    """Command lists show each command's first sentence whole: click would cut it at ~45
+    characters with "..." (its default short help)."""
+    import inspect
+
+    for info in t.registered_commands:
+        if info.short_help is None:
+            doc = inspect.cleandoc(info.help or info.callback.__doc__ or "")
+            info.short_help = " ".join(doc.split("\n\n")[0].split()).split(". ")[0].rstrip(".") + "."
+    for g in t.registered_groups:
+        sub = g.typer_instance
+        if isinstance(sub.info.help, str):  # (typer's unset values are DefaultPlaceholders)
+            g.short_help = sub.info.help.split("\n\n")[0]
+        _summaries(sub)
+
+
+_summaries(app)

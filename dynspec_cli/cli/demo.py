@@ -52,7 +52,7 @@ def run_demo(speed: float = 50.0, json_out: bool = False) -> int:
 
     out = console()
     feature = load_feature(None)
-    codes = []
+    codes, scenes = [], []
     with tempfile.TemporaryDirectory(prefix="dynspec-demo-") as tmp:
         for name, title in SCENES:
             lines = (configs_dir() / "demo" / name).read_text(encoding="utf-8").splitlines()
@@ -71,7 +71,8 @@ def run_demo(speed: float = 50.0, json_out: bool = False) -> int:
             w.join()
             doc = v.to_json()
             if json_out:
-                emit(doc)
+                scenes.append({"log": name, "title": title, "verdict": doc, "decided_after_s": round(took, 2),
+                               "lines_written": written[0], "lines": len(lines)})
             else:
                 render_verdict(doc, out, source=str(log))
                 out.print(f"  [dim]decided after {took:.1f} s, with {written[0]} of {len(lines)} lines written "
@@ -79,4 +80,7 @@ def run_demo(speed: float = 50.0, json_out: bool = False) -> int:
             codes.append(v.exit_code)
             os.unlink(log)
     # The demo succeeds when it shows what it promises: dead first, then live.
-    return 0 if codes == [1, 0] else 1
+    code = 0 if codes == [1, 0] else 1
+    if json_out:  # one document, as every --json
+        emit({"scenes": scenes, "exit_code": code})
+    return code

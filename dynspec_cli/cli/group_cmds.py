@@ -14,6 +14,8 @@ from dynspec_cli.report.runs import report_group as _report
 
 # (not imported from app: app imports this module while it is being built)
 EXIT_CODES = """Exit codes: 0 live · 1 dead (a node's patched code cannot or did not run; preflight mismatch between nodes) · 2 bad input · 3 inconclusive / timeout · 4 crashed (a node crashed or stalled)."""
+STATUS_EXIT = "Exit codes: 0 listed · 2 bad input (no group of that name) or unreachable host."
+STOP_EXIT = "Exit codes: 0 no process of the group remains · 1 processes survived SIGKILL · 2 bad input or unreachable host."
 
 
 def _escape(s: str) -> str:
@@ -24,7 +26,7 @@ def _escape(s: str) -> str:
 
 group_app = typer.Typer(
     name="group",
-    help="One SGLang server spanning several hosts (profile with hosts = [...] in node-rank order).\n\n" + EXIT_CODES,
+    help="One SGLang server spanning several hosts (a profile whose `hosts` lists them in node-rank order).\n\n" + EXIT_CODES,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -75,7 +77,7 @@ def launch(
     detach: bool = typer.Option(False, "--detach", help="On Ctrl-C leave the group running."),
     timeout: Optional[float] = typer.Option(None, "--timeout", help="Give up watching after this many seconds (default: the profile's ready_timeout)."),
     stall_timeout: float = typer.Option(120.0, "--stall-timeout", help="A node whose log makes no progress this long before it is live counts as crashed (stalled)."),
-    json_out: bool = typer.Option(False, "--json"),
+    json_out: bool = typer.Option(False, "--json", help="Print JSON (the preflight of every node, then the group and its verdict) instead of the live table."),
     ssh_config: SshConfig = None,
     known_hosts: KnownHosts = None,
     accept_new_host_key: AcceptNewHostKey = False,
@@ -138,6 +140,10 @@ def launch(
                     from dynspec_cli.report.jsonout import emit
 
                     emit({"group": doc})
+                else:
+                    head = nodes[0].host.name
+                    out.print(f"  watch it to its verdict: dynspec group watch {spec.name} --host {head}\n"
+                              f"  stop it: dynspec group stop {spec.name} --host {head}")
                 raise typer.Exit(0)
             code = _watch(nodes, spec.name, feature, timeout or spec.base.ready_timeout, stall_timeout, keep, detach,
                           json_out, out)
@@ -180,11 +186,11 @@ def _load(opener, group: str, host: Optional[str]):
 def watch_cmd(
     group: str = typer.Argument(..., help="Group name."),
     host: Optional[str] = typer.Option(None, "--host", help="Node 0 (where the group record is); default: the copy on this machine."),
-    keep: bool = typer.Option(False, "--keep"),
+    keep: bool = typer.Option(False, "--keep", help="Do not stop the group when a node is dead or crashed."),
     detach: bool = typer.Option(True, "--detach/--no-detach", help="On Ctrl-C leave the group running (default)."),
-    timeout: Optional[float] = typer.Option(None, "--timeout"),
-    stall_timeout: float = typer.Option(120.0, "--stall-timeout"),
-    json_out: bool = typer.Option(False, "--json"),
+    timeout: Optional[float] = typer.Option(None, "--timeout", help="Give up watching after this many seconds (exit 3; the group keeps running)."),
+    stall_timeout: float = typer.Option(120.0, "--stall-timeout", help="A node whose log makes no progress this long before it is live counts as crashed (stalled)."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON object (the group's verdict and every node's) instead of the live table."),
     ssh_config: SshConfig = None,
     known_hosts: KnownHosts = None,
     accept_new_host_key: AcceptNewHostKey = False,
@@ -202,11 +208,11 @@ def watch_cmd(
     raise typer.Exit(code)
 
 
-@group_app.command("status", epilog=EXIT_CODES)
+@group_app.command("status", epilog=STATUS_EXIT)
 def status_cmd(
     group: str = typer.Argument(..., help="Group name."),
     host: Optional[str] = typer.Option(None, "--host", help="Node 0 (where the group record is)."),
-    json_out: bool = typer.Option(False, "--json"),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON object (the group, its verdict, every node) instead of the list."),
     ssh_config: SshConfig = None,
     known_hosts: KnownHosts = None,
     accept_new_host_key: AcceptNewHostKey = False,
@@ -232,7 +238,7 @@ def status_cmd(
     render_group_status(_out(json_out), group, gv, doc, rows, json_out)
 
 
-@group_app.command("stop", epilog=EXIT_CODES)
+@group_app.command("stop", epilog=STOP_EXIT)
 def stop_cmd(
     group: str = typer.Argument(..., help="Group name."),
     host: Optional[str] = typer.Option(None, "--host", help="Node 0 (where the group record is)."),

@@ -37,6 +37,7 @@ class Feeder:
     pending: bytes = b""
     numbered: bool = True  # False: line numbers unknown (huge files read in parts)
     nuls: int = 0  # NUL bytes dropped from the line being assembled
+    text_lines: int = 0  # lines with more than blanks: an empty log and a log of another program differ
 
     def feed(self, data: bytes) -> None:
         if b"\x00" in data:
@@ -75,6 +76,7 @@ class Feeder:
         self.nuls = 0
         if not raw.strip():
             return
+        self.text_lines += 1
         classify, feed = self.classifier.classify, self.sink.feed
         for line in lines_of(raw, self.no if self.numbered else 0, off):
             for obs in classify(line):

@@ -149,6 +149,9 @@ def render_launched(out: "Console", target, result, json_out: bool) -> int:
             from dynspec_cli.run.records import to_json
 
             emit({"run": to_json(rec)})
+        else:
+            out.print(f"  watch it to its verdict: dynspec watch {rec.name} --host {target.name}\n"
+                      f"  stop it: dynspec stop {rec.name} --host {target.name}")
         return 0
     if result.kind == "interrupted":
         if result.detached:

@@ -192,6 +192,7 @@ class Judge:
         self.pinned_mask = knowledge.mask_of(sglang_version) if sglang_version else None
         self.launches: list[Launch] = []
         self.earlier_markers: list[Observation] = []
+        self.text_lines = 0  # lines read that are not blank (Pipeline sets it)
 
     # --- feeding ---------------------------------------------------------------------------
     def _current(self, line: Line) -> Launch:
@@ -719,12 +720,20 @@ class Judge:
                 params={"suggest": max(value * 2, value + 1), "threshold": value, "max_running": la.max_running}))
 
     def _empty(self) -> Verdict:
-        missing = ["any log line"]
+        missing = ["any sglang server line" if self.text_lines else "any log line"]
         return Verdict("inconclusive", self.feature.name, self.pinned, None, None,
                        {"class": None, "module": None, "basis": None, "candidates": []}, False, False, None,
                        {"found": False, "line": None, "text": None, "fields": {}, "ranks": []},
-                       [Finding("DS304", "the log is empty.")], {"index": 0, "of": 0}, missing,
+                       [Finding("DS304", empty_message(self.text_lines, "an sglang server"))], {"index": 0, "of": 0}, missing,
                        claims=claims.empty())  # issue-12 hook
+
+
+def empty_message(text_lines: int, engine: str) -> str:
+    """DS304's message for a log without one line of `engine`'s: empty, or another program's text."""
+    if not text_lines:
+        return "the log is empty."
+    which = "its one line is not" if text_lines == 1 else f"none of its {text_lines} lines is"
+    return f"{which} from {engine} (another program's output, or the server has not written its first line yet)."
 
 
 def _clip(text: str, n: int = 300) -> str:

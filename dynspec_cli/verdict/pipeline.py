@@ -72,6 +72,7 @@ class Pipeline:
 
     # --- verdicts out ---------------------------------------------------------------------
     def verdict(self, *, at_eof: bool = True, quiet_for: float = 0.0) -> Verdict:
+        self.judge.text_lines = self.feeder.text_lines  # (what a log without one server line says)
         return self.judge.verdict(at_eof=at_eof, quiet_for=quiet_for)
 
     def decided(self, v: Verdict) -> bool:

@@ -93,7 +93,7 @@ def _judge(facts, feature, flags, env, patched, k, env_fix) -> dict[str, Any]:
     findings: list[Finding] = []
     sg = facts.get("sglang") or {}
     version = sg.get("version")
-    worker = {"class": None, "module": None, "file": None, "basis": None}
+    worker = {"class": None, "module": None, "file": None, "basis": None, "mro": None}
     patched_out: list[dict] = []
     overlap = None
     if not facts.get("ok", False) and not sg.get("found"):
@@ -251,6 +251,8 @@ def _result(verdict, facts, version, worker, patched, overlap, findings) -> dict
         "patched": patched, "overlap_schedule": overlap,
         "findings": [f.to_json() for f in findings],
         "timings": facts.get("timings"),
+        # the same keys in every document (cli/preflight.py fills them for a patch that was found)
+        "environment": None, "probe_command": None, "probe_command_needs": None, "probe_dir": None, "probe_copy": None,
     }
 
 

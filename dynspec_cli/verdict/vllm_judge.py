@@ -73,6 +73,7 @@ class VllmJudge:
         self.pinned = engine_version
         self.launches: list[VllmLaunch] = []
         self.earlier_markers: list[Observation] = []
+        self.text_lines = 0  # lines read that are not blank (Pipeline sets it)
         # which runner each patched location belongs to (the feature names vLLM files)
         self.patched_runners = {r for r in (self.k.runner_of_module(p.module) for p in self.patch) if r}
         for c in patched_classes or []:
@@ -188,8 +189,12 @@ class VllmJudge:
         empty_marker = {"found": False, "line": None, "text": None, "fields": {}, "ranks": []}
         worker = {"class": None, "module": None, "basis": None, "candidates": []}
         if la is None:
-            return self._make("inconclusive", None, None, worker, empty_marker, [Finding("DS304", "the log is empty.")],
-                              ["any log line"], None, None, {"index": 0, "of": 0})
+            from dynspec_cli.verdict.judge import empty_message
+
+            return self._make("inconclusive", None, None, worker, empty_marker,
+                              [Finding("DS304", empty_message(self.text_lines, "a vLLM server"))],
+                              ["any vLLM server line" if self.text_lines else "any log line"], None, None,
+                              {"index": 0, "of": 0})
         k = self.k
         findings: list[Finding] = []
         missing: list[str] = []

@@ -224,10 +224,23 @@ def test_truncated_last_line_without_newline_is_judged(tmp_path):
     assert run("verify", str(log)).returncode == 1
 
 
+def test_text_of_another_program_is_not_an_empty_log(tmp_path):
+    log = tmp_path / "notes.txt"
+    log.write_text("hello world\nthis is not a server log\n")
+    doc = json.loads(run("verify", "--json", str(log)).stdout)
+    (f,) = [f for f in doc["findings"] if f["code"] == "DS304"]
+    assert f["message"].startswith("none of its 2 lines is from an sglang server"), f
+    assert doc["verdict"] == "inconclusive" and doc["missing"] == ["any sglang server line"]
+    log.write_text("\n\n")  # blank lines only: that is empty
+    assert "the log is empty." in run("verify", str(log)).stdout
+
+
 def test_demo_shows_dead_then_live():
     r = run("demo", "--speed", "200", "--json")
     assert r.returncode == 0, r.stderr
-    docs = [json.loads(x) for x in r.stdout.splitlines() if x.strip()]
+    doc = json.loads(r.stdout)  # one document: --json everywhere prints one
+    assert doc["exit_code"] == 0 and [s["log"] for s in doc["scenes"]] == ["seed-dead.log", "seed-live.log"]
+    docs = [s["verdict"] for s in doc["scenes"]]
     assert [d["verdict"] for d in docs] == ["dead", "live"]
     assert docs[0]["worker"]["class"] == "EAGLEWorker" and docs[1]["worker"]["class"] == "EAGLEWorkerV2"
 

@@ -67,3 +67,24 @@ def test_two_marker_lines_in_one_class_name_it_once(sglang_python):
     (ds201,) = [f for f in doc["findings"] if f["code"] == "DS201"]
     assert ds201["message"] == "sglang 0.5.9 will run EAGLEWorker, not EAGLEWorkerV2."
     assert ds201["fix"].count("EAGLEWorkerV2") == 1
+
+
+@pytest.mark.wheels
+def test_the_json_has_the_same_keys_whatever_the_verdict(sglang_python):
+    """reachable (a probe command), dead, and no sglang at all: one set of keys, null where absent."""
+    py, _, _ = sglang_python("0.5.9")
+    env = ["--env", "SGLANG_ENABLE_SPEC_V2=True"]
+
+    def doc(*args, python=py):
+        r = subprocess.run(DYNSPEC + ["preflight", "--python", python, "--json", *args], capture_output=True,
+                           text=True, timeout=120)
+        return json.loads(r.stdout)
+
+    ok = doc(*env, "--", *SPEC, "--speculative-eagle-topk", "1")
+    dead = doc(*env, "--", *SPEC, "--speculative-eagle-topk", "4")
+    none = doc("--", *SPEC, python=sys.executable)  # this interpreter has no sglang
+    assert (ok["verdict"], dead["verdict"], none["verdict"]) == ("reachable", "dead", "dead")
+    assert set(ok) == set(dead) == set(none)
+    assert {"probe_command", "probe_command_needs", "probe_dir", "probe_copy", "environment"} <= set(ok)
+    assert isinstance(ok["probe_command"], str) and none["probe_command"] is None and none["sglang_version"] is None
+    assert set(ok["worker"]) == set(dead["worker"]) == set(none["worker"])

@@ -113,6 +113,23 @@ def test_no_watch_then_watch_reattaches(tmp_path, name):
     dynspec("stop", name)
 
 
+def test_no_watch_prints_the_next_steps_and_they_work_pasted(tmp_path, name):
+    import shlex
+
+    prof = write_profile(tmp_path / "p.toml", name, env={"SGLANG_ENABLE_SPEC_V2": "True", "STANDIN_PACE": "0.05"})
+    r = dynspec("launch", str(prof), "--no-preflight", "--no-watch")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith(f"started {name} on local: pid ")
+    watch = next(ln for ln in r.stdout.splitlines() if "watch it to its verdict: " in ln).split(": ", 1)[1]
+    stop = next(ln for ln in r.stdout.splitlines() if "stop it: " in ln).split(": ", 1)[1]
+    assert watch == f"dynspec watch {name} --host local" and stop == f"dynspec stop {name} --host local"
+    w = subprocess.run(DYNSPEC + shlex.split(watch)[1:], capture_output=True, text=True, timeout=180)
+    assert w.returncode == 0 and "LIVE" in w.stdout, w.stdout + w.stderr
+    s = subprocess.run(DYNSPEC + shlex.split(stop)[1:], capture_output=True, text=True, timeout=60)
+    assert s.returncode == 0 and f"stopped: {name}" in s.stdout, s.stdout + s.stderr
+    assert not group_alive(record(name)["pgid"])
+
+
 @pytest.mark.parametrize("detach", [False, True])
 def test_ctrl_c(tmp_path, name, detach):
     prof = write_profile(tmp_path / "p.toml", name, env={"SGLANG_ENABLE_SPEC_V2": "True", "STANDIN_HANG_AT": "weights"})
