@@ -31,13 +31,31 @@ def python_path(value: str, what: str = "--python") -> str:
     return value
 
 
+MAX_DIFF = 16 << 20
+
+
 def read_diff(path: str) -> str:
-    """The text of a `--patch` file: a unified diff is text (UTF-8)."""
+    """The text of a `--patch` file (a file, `-`, a pipe such as `<(git diff)`): a unified diff is
+    text (UTF-8), and not larger than 16 MiB; a device or a FIFO nothing writes to is refused."""
+    from dynspec_cli.evidence.scan import LogError, open_stream
+
     try:
-        with open(path, "rb") as fh:
-            data = fh.read()
+        src = open_stream(path, what="a diff")
+        if src is not None:
+            with src:
+                data = b""
+                while len(data) <= MAX_DIFF and (chunk := src.read()):
+                    data += chunk
+        else:
+            with open(path, "rb") as fh:
+                data = fh.read(MAX_DIFF + 1)
+    except LogError as e:
+        raise UsageError(f"--patch {e}") from None
     except OSError as e:
         raise UsageError(f"{path}: cannot read the diff: {e.strerror}") from None
+    if len(data) > MAX_DIFF:
+        raise UsageError(f"{'standard input' if path == '-' else path}: more than {MAX_DIFF >> 20} MiB, "
+                         f"not the diff of a patch")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:

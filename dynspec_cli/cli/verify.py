@@ -23,12 +23,24 @@ def run_verify(log: str, *, json_out: bool = False, follow: bool = False, timeou
         from dynspec_cli.verdict import engines
         from dynspec_cli.verdict import pipeline
 
-        try:
-            name = engines.resolve(engine, log, feat)
+        from dynspec_cli.evidence.scan import open_stream
+
+        source = open_stream(log)  # `-`, a pipe, a FIFO, a terminal: read once, as it comes
+        if source is not None and source.tty and not follow:
+            import sys
+
+            sys.stderr.write("dynspec: reading the log from the terminal; end it with Ctrl-D\n")
+        try:  # (following, the engine is told by what the first second brings, as for a file)
+            head = source.peek(1.0 if follow else None) if source is not None else None
+            name = engines.resolve(engine, log, feat, head=head)
         except engines.EngineError as e:
             raise UsageError(f"--engine: {e}") from None
         version = engine_version if name != "sglang" else sglang_version
-        if follow:
+        if source is not None:
+            judge = pipeline.judge_growing if follow else pipeline.judge_file
+            kw = {"timeout": timeout} if follow else {}
+            v = judge(log, feat, patched, version, engine=name, source=source, **kw)
+        elif follow:
             import os
 
             if not json_out and not os.path.exists(log) and os.path.isdir(os.path.dirname(log) or "."):
@@ -48,5 +60,5 @@ def run_verify(log: str, *, json_out: bool = False, follow: bool = False, timeou
     else:
         from dynspec_cli.report.console import render_verdict
 
-        render_verdict(doc, source=log)
+        render_verdict(doc, source="standard input" if log == "-" else log)
     return v.exit_code

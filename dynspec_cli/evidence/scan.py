@@ -3,8 +3,11 @@ Nothing here knows what the observations are used for."""
 from __future__ import annotations
 
 import os
+import select
+import stat
+import threading
 from dataclasses import dataclass
-from typing import BinaryIO, Iterator, Protocol
+from typing import BinaryIO, Optional, Protocol
 
 from dynspec_cli.evidence.lines import lines_of
 from dynspec_cli.evidence.rules import Classifier, Observation
@@ -98,9 +101,14 @@ class Feeder:
 
 
 def open_log(path: str) -> BinaryIO:
+    """A log file on this machine, opened to be read (and seeked) as a file; LogError (one line)
+    when it is not one: `open_stream` takes `-`, pipes, FIFOs and terminals."""
     if os.path.isdir(path):
         raise LogError(f"{path}: is a directory, not a log file")
     try:
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):
+            raise LogError(f"{path}: {_kind(st.st_mode)}, not a log file")
         fh = open(path, "rb")
     except FileNotFoundError:
         raise LogError(f"{path}: no such file") from None
@@ -108,7 +116,10 @@ def open_log(path: str) -> BinaryIO:
         raise LogError(f"{path}: permission denied") from None
     except OSError as e:
         raise LogError(f"{path}: cannot open: {e.strerror}") from None
-    if _binary(fh):
+    check = TextCheck()
+    while not check.done and (data := fh.read(1 << 16 if check.read == 0 else 1 << 20)):
+        check.feed(data)
+    if check.binary:
         fh.close()
         raise LogError(f"{path}: binary file, not a text log")
     fh.seek(0)
@@ -118,22 +129,168 @@ def open_log(path: str) -> BinaryIO:
 _TEXT = bytes([7, 8, 9, 10, 11, 12, 13, 27, *range(0x20, 0x7f), *range(0x80, 0x100)])
 
 
-def _binary(fh: BinaryIO) -> bool:
-    """NUL bytes alone do not make a log binary (a hole where it was emptied while written): the
-    first 64 KiB of what is not NUL (within 64 MiB) are, unless more than 1% are control bytes."""
-    head = fh.read(65536)
-    if b"\x00" not in head:
+class TextCheck:
+    """Is it text? NUL bytes alone do not say no (the hole of a log emptied while it was written): the
+    first 64 KiB that are not NUL (within 64 MiB) do, when beside NULs more than 1% are control bytes.
+    Fed as the bytes are read, so a stream is judged as it comes."""
+
+    SAMPLE, WITHIN = 1 << 16, 64 << 20
+
+    def __init__(self) -> None:
+        self.read = self.text = self.control = 0
+        self.nul = False
+
+    @property
+    def done(self) -> bool:
+        return self.text >= self.SAMPLE or self.read >= self.WITHIN
+
+    @property
+    def binary(self) -> bool:
+        return self.nul and self.control > max(8, self.text // 100)
+
+    def feed(self, data: bytes) -> None:
+        if self.done:
+            return
+        self.read += len(data)
+        if b"\x00" in data:
+            self.nul = True
+            data = data.replace(b"\x00", b"")
+        data = data[: self.SAMPLE - self.text]
+        self.text += len(data)
+        self.control += len(data.translate(None, _TEXT))
+
+
+WRITER_WAIT = 5.0  # seconds a FIFO may wait for its writer
+
+
+class Stream:
+    """A log read once, as it comes: standard input (`-`), a pipe (`<(cmd)`, /dev/stdin), a FIFO, a
+    terminal. Never seeked or held whole; `peek` reads ahead (the engine's first lines), `read`
+    hands that out first."""
+
+    def __init__(self, name: str, fd: int) -> None:
+        self.name, self.fd = name, fd
+        self.ahead = b""
+        self.check = TextCheck()
+
+    def seekable(self) -> bool:
         return False
-    text = head.replace(b"\x00", b"")
-    read = len(head)
-    while len(text) < 65536 and read < 64 << 20:
-        chunk = fh.read(1 << 20)
+
+    @property
+    def tty(self) -> bool:
+        return os.isatty(self.fd)
+
+    def peek(self, wait: Optional[float] = None) -> bytes:
+        """The first bytes (read once, handed out again by `read`); `wait`: give up after that
+        many seconds without any (b"")."""
+        if not self.ahead and (wait is None or select.select([self.fd], [], [], wait)[0]):
+            self.ahead = self._read(CHUNK)
+        return self.ahead
+
+    def read(self, n: int = CHUNK) -> bytes:
+        if self.ahead:
+            data, self.ahead = self.ahead, b""
+            return data
+        return self._read(n)
+
+    def _read(self, n: int) -> bytes:
+        try:
+            data = os.read(self.fd, n)
+        except OSError as e:
+            raise LogError(f"{self.name}: cannot read: {e.strerror}") from None
+        self.check.feed(data)
+        if self.check.binary:
+            raise LogError(f"{self.name}: binary data, not text")
+        return data
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def __enter__(self) -> "Stream":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def open_stream(path: str, *, writer_wait: float = WRITER_WAIT, what: str = "a log") -> Optional[Stream]:
+    """`-`, a pipe, a FIFO or a terminal as a Stream; None for a path to be read as a file (a
+    regular file, or what `open_log` will refuse: nothing there, a directory); LogError for any
+    other file (a device, a socket) and for a FIFO nobody opens for writing within `writer_wait` s."""
+    if path == "-":
+        try:
+            fd = os.dup(0)
+        except OSError:
+            raise LogError("standard input is closed") from None
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISREG(mode) or stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or os.isatty(fd):
+            return Stream("standard input", fd)
+        os.close(fd)
+        raise LogError(f"standard input is {_kind(mode)}, not {what}")
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    if stat.S_ISFIFO(mode):
+        return Stream(path, _open_fifo(path, writer_wait))
+    if stat.S_ISCHR(mode):
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOCTTY | os.O_NONBLOCK)
+        except OSError as e:
+            raise LogError(f"{path}: cannot open: {e.strerror}") from None
+        if os.isatty(fd):
+            os.set_blocking(fd, True)
+            return Stream(path, fd)
+        os.close(fd)
+    raise LogError(f"{path}: {_kind(mode)}, not {what} file")
+
+
+def _open_fifo(path: str, wait: float) -> int:
+    """Open a FIFO for reading, waiting at most `wait` s for a writer (open(2) blocks until one)."""
+    got: list = []
+
+    def opener() -> None:
+        try:
+            got.append(os.open(path, os.O_RDONLY))
+        except OSError as e:
+            got.append(e)
+
+    t = threading.Thread(target=opener, daemon=True, name="dynspec-fifo")
+    t.start()
+    t.join(wait)
+    if not got:
+        try:  # be the writer ourselves, so the blocked open returns and nothing is left behind
+            os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:
+            pass
+        t.join(1.0)
+        if got and isinstance(got[0], int):
+            os.close(got[0])
+        raise LogError(f"{path}: a FIFO that nothing writes to (no writer opened it within {wait:g} s)")
+    if isinstance(got[0], OSError):
+        raise LogError(f"{path}: cannot open: {got[0].strerror}")
+    return got[0]
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISDIR, "a directory")):
+        if test(mode):
+            return name
+    return "a special file"
+
+
+def feed_stream(src, feeder: Feeder) -> None:
+    """Feed a Stream to its end (bounded memory: only the partial line is held)."""
+    while True:
+        chunk = src.read(CHUNK)
         if not chunk:
-            break
-        read += len(chunk)
-        text += chunk.replace(b"\x00", b"")
-    text = text[:65536]
-    return len(text.translate(None, _TEXT)) > max(8, len(text) // 100)
+            return
+        feeder.feed(chunk)
 
 
 def feed_file(fh: BinaryIO, feeder: Feeder, start: int = 0) -> None:
@@ -144,12 +301,3 @@ def feed_file(fh: BinaryIO, feeder: Feeder, start: int = 0) -> None:
         if not chunk:
             break
         feeder.feed(chunk)
-
-
-def iter_chunks(fh: BinaryIO, start: int = 0) -> Iterator[bytes]:
-    fh.seek(start)
-    while True:
-        chunk = fh.read(CHUNK)
-        if not chunk:
-            return
-        yield chunk

@@ -112,22 +112,32 @@ def detect(head: list[str]) -> str:
 
 
 def head_of_file(path: str) -> list[str]:
+    import os
+    import stat
+
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return []  # a pipe or device is read once, by the judge (`head=`)
         with open(path, "rb") as fh:
             data = fh.read(256 * 1024)
     except OSError:
         return []
+    return head_lines(data)
+
+
+def head_lines(data: bytes) -> list[str]:
     return data.decode("utf-8", errors="replace").splitlines()[:HEAD_LINES]
 
 
-def resolve(name: Optional[str], path: Optional[str] = None, feature=None) -> str:
-    """The engine for a verify run: the given name, the feature's engine, or detected from the log."""
+def resolve(name: Optional[str], path: Optional[str] = None, feature=None, *, head: Optional[bytes] = None) -> str:
+    """The engine for a verify run: the given name, the feature's engine, or detected from the log
+    (`head`: its first bytes, for a log that can be read only once)."""
     name = (name or "auto").lower()
     if name not in NAMES:
         raise EngineError(f"unknown engine {name!r}: choose one of {', '.join(NAMES)}")
     if name != "auto":
         return name
-    head = head_of_file(path) if path else []
+    head = head_lines(head) if head is not None else head_of_file(path) if path else []
     found = detect(head) if head else None
     if found and found != "sglang":
         return found

@@ -5,7 +5,8 @@ watch (a stream of follow events from any host), group (one stream per node), pr
 read now) and the tests. Three entry points, one per shape of input:
 
     judge_bytes(data, feature)                    # bytes already in memory
-    judge_file(path, feature)                     # a file on this machine (huge ones read in parts)
+    judge_file(path, feature)                     # a file on this machine (huge ones read in parts),
+                                                  # or a Stream (stdin, a pipe) read to its end
     judge_stream(events, Pipeline(feature), ...)  # a growing log: stops once the verdict is decided
 """
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import BinaryIO, Callable, Iterable, Optional
 
 from dynspec_cli.evidence import bigfile
 from dynspec_cli.evidence.rules import Classifier
-from dynspec_cli.evidence.scan import Feeder, LogError, feed_file, open_log
+from dynspec_cli.evidence.scan import Feeder, LogError, Stream, feed_file, feed_stream, open_log
 from dynspec_cli.knowledge.features import Feature
 from dynspec_cli.verdict.judge import Judge, Verdict
 
@@ -106,8 +107,14 @@ def judge_bytes(data: bytes, feature: Feature, patched: Optional[list[str]] = No
 
 
 def judge_file(path: str, feature: Feature, patched: Optional[list[str]] = None,
-               version: Optional[str] = None, *, engine: str = "sglang") -> Verdict:
-    """A complete log file; LogError (one line) when it is not a readable text log."""
+               version: Optional[str] = None, *, engine: str = "sglang", source: Optional[Stream] = None) -> Verdict:
+    """A complete log file, or `source` (a Stream) to its end; LogError (one line) when it is not a
+    readable text log."""
+    if source is not None:
+        with source:
+            p = Pipeline(feature, patched, version, engine=engine)
+            feed_stream(source, p.feeder)
+            return p.final()
     with open_log(path) as fh:
         fh.seek(0, 2)
         size = fh.tell()
@@ -120,11 +127,13 @@ def judge_file(path: str, feature: Feature, patched: Optional[list[str]] = None,
 
 def judge_growing(path: str, feature: Feature, patched: Optional[list[str]] = None, version: Optional[str] = None,
                   *, timeout: Optional[float], on_update: Callable[[Verdict], None] | None = None,
-                  events=None, engine: str = "sglang") -> Verdict:
+                  events=None, engine: str = "sglang", source: Optional[Stream] = None) -> Verdict:
     """A file on this machine as it grows: returns as soon as the verdict is decided (or at
     `timeout`). A file not there yet is waited for (as tail -F), within `timeout`: the shell that
     runs `nohup sglang ... > LOG &` may not have created it yet. `events` replaces following the
-    file with any Event iterator."""
+    file with any Event iterator; `source` (a Stream) is read as it comes, to its end."""
+    if source is not None:
+        events = _stream_events(source)
     absent = events is None and not os.path.exists(path)
     if events is None:
         if not absent:
@@ -207,6 +216,19 @@ def judge_stream(events: Iterable, pipeline: Pipeline, *, timeout: Optional[floa
                 return verdict, "timeout"
     finally:
         stop.set()
+
+
+def _stream_events(source: Stream):
+    from dynspec_cli.transport.follow import Event
+
+    offset = 0
+    with source:
+        while True:
+            data = source.read()
+            if not data:
+                return
+            yield Event("data", offset, data)
+            offset += len(data)
 
 
 def _apply(ev, pipeline: Pipeline) -> None:

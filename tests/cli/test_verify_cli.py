@@ -266,3 +266,99 @@ def test_follow_on_an_idle_log_sleeps(tmp_path):
     assert r.returncode == 3
     cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     assert cpu < 2.0, f"{cpu:.2f} CPU-s for 4 s of idle following"
+
+
+SEED_LIVE = Path(__file__).resolve().parents[2] / "configs" / "demo" / "seed-live.log"
+
+
+@pytest.mark.parametrize("shell", [
+    "cat {log} | {dynspec} verify --json /dev/stdin",
+    "cat {log} | {dynspec} verify --json -",
+    "{dynspec} verify --json - < {log}",
+    "{dynspec} verify --json <(cat {log})",
+    "cat {log} | {dynspec} verify --json --follow --timeout 60 -",
+    "{dynspec} verify --json --follow --timeout 60 <(cat {log})",
+    "mkfifo {tmp}/fifo && {{ cat {log} > {tmp}/fifo & }} && {dynspec} verify --json {tmp}/fifo",
+])
+def test_standard_input_and_pipes_are_read_as_they_come(tmp_path, shell):
+    """The seed's live log through stdin, /dev/stdin, process substitution and a FIFO: the verdict
+    of the file (marker on line 27, TP0-TP7)."""
+    cmd = shell.format(log=SEED_LIVE, dynspec=" ".join(DYNSPEC), tmp=tmp_path)
+    r = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["verdict"] == "live" and doc["marker"]["line"] == 27
+    assert doc["marker"]["ranks"] == [f"TP{i}" for i in range(8)]
+
+
+def test_follow_on_a_pipe_decides_before_the_writer_ends(tmp_path):
+    proc = subprocess.Popen(DYNSPEC + ["verify", "--follow", "--json", "-"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        proc.stdin.write(SEED_LINE.encode())
+        proc.stdin.flush()
+        out = proc.stdout.read()  # the verdict, while the pipe stays open
+        assert proc.wait(timeout=30) == 1 and json.loads(out)["verdict"] == "dead"
+    finally:
+        proc.stdin.close()
+        proc.kill()
+        proc.wait()
+
+
+def test_a_log_pasted_into_a_terminal_is_read_to_ctrl_d(tmp_path):
+    import pty
+
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(DYNSPEC + ["verify", "--json", "-"], stdin=slave, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    os.close(slave)
+    try:
+        for line in SEED_LIVE.read_bytes().splitlines(keepends=True):
+            os.write(master, line.replace(b"\n", b"\r"))  # as typed: the terminal turns CR into NL
+        os.write(master, b"\x04")  # Ctrl-D on an empty line: the end
+        out, err = proc.communicate(timeout=30)
+    finally:
+        os.close(master)
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert err == b"dynspec: reading the log from the terminal; end it with Ctrl-D\n"
+    doc = json.loads(out)
+    assert doc["verdict"] == "live" and doc["marker"]["line"] == 27
+
+
+def test_a_pipe_is_read_with_bounded_memory(tmp_path):
+    """64 MB of decode lines after the seed's start-up, through a pipe: never held whole."""
+    decode = b"[2026-02-27 20:05:00 TP0] Decode batch, #running-req: 3, #token: 1234, token usage: 0.01, " \
+             b"accept len: 2.10, cuda graph: True, gen throughput (token/s): 123.45, #queue-req: 0\n"
+    n = (64 << 20) // len(decode)
+    cmd = (f"{{ cat {SEED_LIVE}; yes '{decode.decode().strip()}' | head -n {n}; }} | "
+           f"{' '.join(DYNSPEC)} verify --json -")
+    measure = ("import resource, subprocess, sys; r = subprocess.run(['bash', '-c', sys.argv[1]]); "
+               "print(r.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr)")
+    r = subprocess.run([sys.executable, "-c", measure, cmd], capture_output=True, text=True, timeout=300)
+    rc, peak_kb = map(int, r.stderr.split())
+    assert rc == 0 and json.loads(r.stdout)["launch"]["decode_lines"] == n
+    assert peak_kb < 60 << 10, f"peak RSS {peak_kb >> 10} MB for a 64 MB stream"
+
+
+@pytest.mark.parametrize("make, stdin, needle", [
+    (lambda p: "/dev/zero", None, "/dev/zero: a character device, not a log file"),
+    (lambda p: "/dev/null", None, "/dev/null: a character device, not a log file"),
+    (lambda p: "/dev/urandom", None, "/dev/urandom: a character device, not a log file"),
+    (lambda p: "-", "/dev/zero", "standard input is a character device, not a log"),
+    (lambda p: "-", "/dev/null", "standard input is a character device, not a log"),
+    (lambda p: "-", "random", "standard input: binary data, not text"),
+    (lambda p: (os.mkfifo(p / "fifo"), str(p / "fifo"))[1], None,
+     "fifo: a FIFO that nothing writes to (no writer opened it within 5 s)"),
+])
+@pytest.mark.parametrize("follow", [False, True])
+def test_special_files_are_one_line_exit_2_and_never_hang(tmp_path, make, stdin, needle, follow):
+    path = make(tmp_path)
+    if stdin == "random":
+        (tmp_path / "random").write_bytes(Path(sys.executable).resolve().read_bytes()[:100_000])
+        stdin = str(tmp_path / "random")
+    with open(stdin or os.devnull, "rb") as fh:
+        r = subprocess.run(DYNSPEC + ["verify", *(["--follow"] if follow else []), path], stdin=fh,
+                           capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.endswith(needle + "\n") and r.stderr.count("\n") == 1, r.stderr

@@ -74,3 +74,25 @@ def test_launch_with_a_nonexistent_python_starts_nothing(tmp_path):
     assert_one_line(r, "no such interpreter")
     assert "started" not in r.stdout
     assert not list((tmp_path / ".dynspec").rglob("*.json")) if (tmp_path / ".dynspec").exists() else True
+
+
+@pytest.mark.parametrize("make, stdin, needle", [
+    (lambda p: (os.mkfifo(p / "fifo"), str(p / "fifo"))[1], None,
+     "--patch " + "{tmp}/fifo: a FIFO that nothing writes to (no writer opened it within 5 s)"),
+    (lambda p: "/dev/zero", None, "--patch /dev/zero: a character device, not a diff file"),
+    (lambda p: "/dev/urandom", None, "--patch /dev/urandom: a character device, not a diff file"),
+    (lambda p: "-", "/dev/zero", "--patch standard input is a character device, not a diff"),
+    (lambda p: (p / "big.diff").write_bytes(b"+" * (17 << 20)) and str(p / "big.diff"), None,
+     "{tmp}/big.diff: more than 16 MiB, not the diff of a patch"),
+])
+def test_a_patch_that_is_a_special_file_is_one_line_and_never_hangs(tmp_path, make, stdin, needle):
+    path = make(tmp_path)
+    with open(stdin or os.devnull, "rb") as fh:
+        r = run(["preflight", "--python", sys.executable, "--patch", path, "--", *FLAGS], tmp_path, stdin=fh)
+    assert_one_line(r, needle.format(tmp=tmp_path))
+
+
+def test_an_endless_patch_on_a_pipe_is_cut_at_16_mib(tmp_path):
+    r = subprocess.run(["bash", "-c", f"yes + | {DYNSPEC} preflight --python {sys.executable} --patch - -- "
+                                      + " ".join(FLAGS)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert_one_line(r, "standard input: more than 16 MiB, not the diff of a patch")

@@ -121,3 +121,26 @@ def test_a_100kb_patch_works_over_ssh(sglang_python, ssh_lab, tmp_path):
     doc = json.loads(r.stdout)
     assert doc["verdict"] == "dead" and doc["patched"] and doc["patched"][0]["class"] == "EAGLEWorkerV2"
     assert "DS201" in [f["code"] for f in doc["findings"]] and "DS210" not in [f["code"] for f in doc["findings"]]
+
+
+def test_a_patch_from_a_pipe_or_standard_input_is_the_file_read(sglang_python, tmp_path):
+    """`--patch <(git diff)`, `--patch -`, `/dev/stdin` and the file itself give one result: the patched
+    line of the worker, from the diff's hunk."""
+    py, site, rec = sglang_python("0.5.9")
+    worker = "python/sglang/srt/speculative/eagle_worker_v2.py"
+    lines = (site / "sglang/srt/speculative/eagle_worker_v2.py").read_text().splitlines()
+    m = next(i for i in rec.insertions if i.what == "marker").line
+    patch = tmp_path / "marker.diff"
+    patch.write_text("\n".join([f"--- a/{worker}", f"+++ b/{worker}", f"@@ -{m - 1},1 +{m - 1},2 @@",
+                                " " + lines[m - 2], "+" + lines[m - 1]]) + "\n")
+    base = " ".join(DYNSPEC + ["preflight", "--python", py, "--json"])
+    docs = []
+    for how in (f"--patch {patch}", f"--patch <(cat {patch})", f"--patch - < {patch}", f"--patch /dev/stdin < {patch}"):
+        r = subprocess.run(["bash", "-c", f"{base} {how} -- {' '.join(FLAGS)}"], capture_output=True, text=True,
+                           timeout=120)
+        assert r.returncode == 1, r.stderr  # dead: 0.5.9 runs EAGLEWorker here, the patch is in V2
+        docs.append(json.loads(r.stdout))
+    for d in docs:
+        d.pop("timings", None)
+    assert all(d == docs[0] for d in docs)
+    assert [(p["class"], p["line"]) for p in docs[0]["patched"]] == [("EAGLEWorkerV2", m)]
