@@ -247,15 +247,25 @@ def stop(
     if slurm_cmds.find(host, name, ssh_config, known_hosts, accept_new_host_key):  # a Slurm run: scancel it
         raise typer.Exit(slurm_cmds.stop(name, host=host, ssh_config=ssh_config, known_hosts=known_hosts,
                                          accept_new_host_key=accept_new_host_key))
+    from dynspec_cli.report.hints import command
+    from dynspec_cli.transport import TransportError
+
     with _errors():
         with runs.open_target(host, ssh_config, known_hosts, accept_new_host_key) as target:
-            rec = records.load(target, name)
-            if rec is None:
-                raise UsageError(f"no run named {name!r} on {target.name}")
-            was_alive, gone = control.stop_run(target, rec, grace=grace)
+            rec = None
+            try:
+                rec = records.load(target, name)
+                if rec is None:
+                    raise UsageError(f"no run named {name!r} on {target.name}")
+                was_alive, gone = control.stop_run(target, rec, grace=grace)
+                left = [] if gone else control.still_running(target, rec)
+            except TransportError as e:  # say what may be left, and how to try again
+                pid = f" (pid {rec.pid})" if rec is not None and rec.pid else ""
+                raise control.RunError(f"{e}; run {name!r}{pid} is not stopped and may still be running; retry "
+                                       f"with: {command('stop', name, host=target)}") from None
     from dynspec_cli.report.runs import render_stopped
 
-    raise typer.Exit(render_stopped(_out(False), rec, was_alive=was_alive, gone=gone))
+    raise typer.Exit(render_stopped(_out(False), rec, was_alive=was_alive, gone=gone, left=left))
 
 
 @app.command(epilog=STATUS_EXIT)

@@ -1,6 +1,7 @@
 """`dynspec group launch/watch/status/stop`: one SGLang server spanning several hosts."""
 from __future__ import annotations
 
+import shlex
 import sys
 from typing import List, Optional
 
@@ -9,6 +10,7 @@ import typer
 from dynspec_cli.cli.options import AcceptNewHostKey, KnownHosts, SshConfig
 from dynspec_cli.cli.options import errors as _errors
 from dynspec_cli.cli.options import out as _out
+from dynspec_cli.report import hints
 from dynspec_cli.report.runs import GroupDisplay
 from dynspec_cli.report.runs import report_group as _report
 
@@ -35,15 +37,22 @@ group_app = typer.Typer(
 
 
 class _Opener:
-    """Opens (and later closes) every host a command touches, with the same SSH options."""
+    """Opens (and later closes) every host a command touches, with the same SSH options. `recorded`:
+    the SSH files the group was launched with (its record's "reach"), used where the command line
+    and the environment name none, as a profile's would be."""
 
     def __init__(self, ssh_config, known_hosts, accept_new, python: str = "python3"):
         self.ssh_config, self.known_hosts, self.accept_new, self.python = ssh_config, known_hosts, accept_new, python
         self.hosts = []
+        self.recorded: dict = {}
 
     def __call__(self, spec: str, python: Optional[str] = None, profile=None):
+        from types import SimpleNamespace
+
         from dynspec_cli.cli import runs
 
+        if profile is None and self.recorded:
+            profile = SimpleNamespace(source="", **{k: self.recorded.get(k) for k in ("ssh_config", "known_hosts")})
         h = runs.open_target(spec, self.ssh_config, self.known_hosts, self.accept_new, python or self.python,
                              profile=profile)
         self.hosts.append(h)
@@ -154,21 +163,35 @@ def _watch(nodes, group, feature, timeout, stall_timeout, keep, detach, json_out
     from dynspec_cli.run import group as G
 
     display = GroupDisplay(out, group, enabled=not json_out and out.is_terminal)
+
+    def hint(verb: str, group: str) -> str:
+        return hints.group_command(verb, group, node0=nodes[0].host, hosts=[n.host for n in nodes])
+
     try:
         with display:
             outcome = G.watch_group(nodes, feature, timeout=timeout, stall_timeout=stall_timeout, keep=keep,
                                     on_change=display.update)
     except KeyboardInterrupt:
         if detach:
-            out.print(f"\ndetached: group {group} keeps running; re-attach with: dynspec group watch {group} "
-                      f"--host {nodes[0].host.name}")
+            out.print(f"\ndetached: group {group} keeps running; re-attach with: {hint('watch', group)}",
+                      markup=False)
             return 130
-        gone = G.stop_nodes(nodes)
-        out.print(f"\ninterrupted: stopped group {group}; "
-                  f"{'no process remains on any node' if gone else 'some processes survived'}")
+        left = G.nodes_left(nodes)
+        if not left:
+            out.print(f"\ninterrupted: stopped group {group}; no process remains on any node")
+        for n, why in left:
+            _still_running(group, n.rank, n.host.name, n.rec.name, n.rec.pid, why, n.host.reach_files())
         return 130
-    _report(out, outcome, group, json_out)
+    _report(out, outcome, group, json_out, hint("stop", group))
     return outcome.exit_code
+
+
+def _still_running(group: str, rank: int, host: str, name: str, pid, why: str, files: dict) -> None:
+    """One line on stderr for a node that a stop did not confirm gone: what may still run, and the
+    command that stops it alone."""
+    cmd = shlex.join(["dynspec", "stop", name, *hints.reach(host, files)])
+    sys.stderr.write(f"dynspec: group {group}: node {rank} ({host}) not stopped: {why}; its server (run {name}, "
+                     f"pid {pid or '?'}) may still be running; stop it with: {cmd}\n")
 
 
 def _load(opener, group: str, host: Optional[str]):
@@ -179,6 +202,7 @@ def _load(opener, group: str, host: Optional[str]):
     doc = G.load_group_record(where, group)
     if doc is None:
         raise UsageError(f"no group named {group!r} on {where.name}" + ("" if host else " (give node 0 with --host)"))
+    opener.recorded = doc.get("reach") or {}
     return doc
 
 
@@ -253,15 +277,16 @@ def stop_cmd(
     with _errors():
         with _Opener(ssh_config, known_hosts, accept_new_host_key) as opener:
             doc = _load(opener, group, host)
-            nodes = G.attach(doc, opener)
-            gone = G.stop_nodes(nodes, grace=grace)
-            left = [n for n in nodes if n.host.group_alive(n.rec.pgid)]
-    out = _out(False)
-    if not gone or left:
-        where = ", ".join(f"node {n.rank} ({n.host.name}) group {n.rec.pgid}" for n in left) or "?"
-        sys.stderr.write(f"dynspec: error: processes of group {group!r} survived SIGKILL: {where}\n")
+            left = G.stop_members(doc, opener, grace=grace)
+            files = hints.group_files(opener.hosts)
+    if left:
+        for m, why in left:
+            _still_running(group, m["rank"], m["host"], m["name"], m.get("pid"), why, files)
+        stopped = len(doc["members"]) - len(left)
+        sys.stderr.write(f"dynspec: error: group {group!r}: {len(left)} of {len(doc['members'])} nodes not "
+                         f"stopped ({stopped} stopped)\n")
         raise typer.Exit(1)
-    out.print(f"stopped: group {group} ({len(nodes)} nodes); no process remains on any host")
+    _out(False).print(f"stopped: group {group} ({len(doc['members'])} nodes); no process remains on any host")
 
 
 def register(app: typer.Typer) -> None:

@@ -102,8 +102,10 @@ def _watched(login, rec, feature, out, json_out, *, timeout, pending_timeout, st
                     stall_timeout=stall_timeout, keep=keep, on_change=_Shown(out, not json_out))
     except KeyboardInterrupt:
         if detach:
-            out.print(f"\ndetached: job {rec.job_id} keeps running; re-attach with: dynspec watch {rec.name}"
-                      + ("" if login.name == "local" else f" --host {login.name}"))
+            from dynspec_cli.report.hints import command
+
+            out.print(f"\ndetached: job {rec.job_id} keeps running; re-attach with: "
+                      f"{command('watch', rec.name, host=login)}", markup=False)
             return 130
         gone = S.cancel(login, rec.job_id)
         rec.cancelled_at = S.records.now()

@@ -153,15 +153,16 @@ def render_launched(out: "Console", target, result, json_out: bool) -> int:
             out.print(f"  watch it to its verdict: dynspec watch {rec.name} --host {target.name}\n"
                       f"  stop it: dynspec stop {rec.name} --host {target.name}")
         return 0
+    from dynspec_cli.report.hints import command
+
+    stop, watch = _escape(command("stop", rec.name, host=target)), _escape(command("watch", rec.name, host=target))
     if result.kind == "interrupted":
         if result.detached:
-            out.print(f"\ndetached: {rec.name} keeps running on {target.name}; re-attach with: "
-                      f"dynspec watch {rec.name} --host {target.name}")
+            out.print(f"\ndetached: {rec.name} keeps running on {target.name}; re-attach with: {watch}")
         elif result.stopped:
             out.print(f"\ninterrupted: stopped {rec.name} (process group {rec.pgid}); no process remains")
         else:
-            out.print(f"\ninterrupted: processes of {rec.name} (group {rec.pgid}) survived SIGKILL; "
-                      f"dynspec stop {rec.name} --host {target.name}")
+            out.print(f"\ninterrupted: processes of {rec.name} (group {rec.pgid}) survived SIGKILL; {stop}")
         return INTERRUPTED
     o = result.outcome
     doc = o.verdict.to_json()
@@ -176,12 +177,11 @@ def render_launched(out: "Console", target, result, json_out: bool) -> int:
         if o.stopped:
             out.print(f"  server stopped ({o.verdict.verdict}); no process of group {rec.pgid} remains")
         elif o.kept:
-            out.print(f"  --keep: the server keeps running although it is {o.verdict.verdict} "
-                      f"(dynspec stop {rec.name} --host {target.name})")
+            out.print(f"  --keep: the server keeps running although it is {o.verdict.verdict} ({stop})")
         elif o.why == "ready":
-            out.print(f"  [green]ready[/]: {o.health}; the server keeps running (dynspec stop {rec.name} --host {target.name})")
+            out.print(f"  [green]ready[/]: {_escape(o.health or '')}; the server keeps running ({stop})")
         elif o.why == "timeout":
-            out.print(f"  timed out; the server keeps running (dynspec watch {rec.name} / dynspec stop {rec.name})")
+            out.print(f"  timed out; the server keeps running ({watch} / {stop})")
     if o.why == "timeout" and o.verdict.verdict == "live":
         return EXIT["inconclusive"]
     return o.verdict.exit_code
@@ -215,7 +215,7 @@ def table(states, title: str):
     return t
 
 
-def report_group(out, outcome, group: str, json_out: bool) -> None:
+def report_group(out, outcome, group: str, json_out: bool, stop_hint: str = "") -> None:
     if json_out:
         from dynspec_cli.report.jsonout import emit
 
@@ -229,7 +229,7 @@ def report_group(out, outcome, group: str, json_out: bool) -> None:
     if outcome.stopped:
         out.print(f"  group stopped ({outcome.verdict}); no process remains on any node")
     elif outcome.verdict == "live":
-        out.print(f"  the group keeps running (dynspec group stop {group} --host {outcome.states[0].host})")
+        out.print(f"  the group keeps running ({_escape(stop_hint)})")
 
 
 def render_status(out: "Console", rows: list[dict], host: str, json_out: bool) -> None:
@@ -251,11 +251,12 @@ def render_status(out: "Console", rows: list[dict], host: str, json_out: bool) -
             out.print(f"    [dim]{_escape(ln[:200])}[/]")
 
 
-def render_stopped(out: "Console", rec, *, was_alive: bool, gone: bool) -> int:
+def render_stopped(out: "Console", rec, *, was_alive: bool, gone: bool, left: list[int] = ()) -> int:
     import sys
 
     if not gone:
-        sys.stderr.write(f"dynspec: error: processes of run {rec.name!r} (group {rec.pgid}) survived SIGKILL\n")
+        pids = f": pid {', '.join(map(str, left))} still running" if left else ""
+        sys.stderr.write(f"dynspec: error: processes of run {rec.name!r} (group {rec.pgid}) survived SIGKILL{pids}\n")
         return 1
     if rec.state != "started":
         out.print(f"not started: {rec.name} (the launch ended before the server was spawned); no process remains")

@@ -23,6 +23,10 @@ class RunError(Exception):
     """A run cannot be started, found or stopped (one line; exit 2)."""
 
 
+class RunEnded(RunError):
+    """Nothing to stop: the recorded pid is another process's now, the run ended earlier."""
+
+
 def ask(host: Host, python: str, *question: str, timeout: float = 30) -> dict:
     """One question of inject/hostcheck.py, answered by `python` on the host. Every question
     only looks (a port, /health, a hash), so a connection drop under one is asked again."""
@@ -137,8 +141,10 @@ def _settle(host: Host, rec: RunRecord, *, interrupted: bool) -> None:
     except BaseException:  # noqa: B902 - the intent record on the host still leads to the server
         return
     if interrupted and rec.state == records.STARTED and rec.stopped_at is None:
+        from dynspec_cli.report.hints import command
+
         sys.stderr.write(f"dynspec: interrupted while starting {rec.name}: pid {rec.pid} keeps running on "
-                         f"{host.name}; stop it with: dynspec stop {rec.name} --host {host.name}\n")
+                         f"{host.name}; stop it with: {command('stop', rec.name, host=host)}\n")
 
 
 def _pause_at(step: str) -> None:
@@ -190,6 +196,15 @@ def stop_run(host: Host, rec: RunRecord, *, grace: float = 10.0) -> tuple[bool, 
         rec.stopped_at = rec.stopped_at or records.now()
         records.save(host, rec)
     return was_alive, gone
+
+
+def still_running(host: Host, rec: RunRecord) -> list[int]:
+    """The live pids of the run's process group (after a stop that did not end them all)."""
+    try:
+        doc = ownership.identify(host, rec)
+    except RunError:
+        return []
+    return sorted({int(m["pid"]) for m in doc.get("members") or []})
 
 
 LOG_WINDOW = 4 << 20  # the verdict so far is judged from the last 4 MiB of a run's launch

@@ -28,7 +28,7 @@ import msgspec
 from dynspec_cli.knowledge.findings import Finding, forced_verdict
 from dynspec_cli.knowledge.tables import ConfigError
 from dynspec_cli.run import control, records
-from dynspec_cli.run.control import RunError
+from dynspec_cli.run.control import RunEnded, RunError
 from dynspec_cli.run.launch import start_prepared
 from dynspec_cli.run.profiles import Profile
 from dynspec_cli.run.watch import Watched, follow_run
@@ -397,8 +397,11 @@ def _start_nodes(spec, nodes: list[Node], feature, *, replace, preflight_result,
         if isinstance(e, (RunError, TransportError, ConfigError)):
             raise RunError(f"node {n.rank} ({n.host.name}): {e}") from None
         raise e
+    from dynspec_cli.report.hints import group_files
+
     doc = {"group": spec.name, "created_at": records.now(), "feature": feature.name, "nnodes": len(nodes),
            "dist_init_addr": dist_init_addr, "source": spec.source,
+           "reach": group_files(n.host for n in nodes),  # the SSH files later commands reach the nodes with
            "members": [{"rank": n.rank, "host": n.host.name, "name": n.prof.name, "pid": n.rec.pid,
                         "log": n.rec.log, "port": n.prof.port, "python": n.prof.python} for n in nodes]}
     save_group_everywhere(nodes[0].host, doc)
@@ -584,16 +587,48 @@ def _decide(states: list[NodeState]) -> Optional[GroupOutcome]:
 
 def stop_nodes(nodes: list[Node], *, grace: float = 10.0) -> bool:
     """Stop every node (concurrently); True once no process of any node remains."""
-    def one(n: Node) -> bool:
-        try:
-            return control.stop(n.host, n.rec, grace=grace)
-        except RunError:
-            return True  # the recorded pid now belongs to another process: ours is gone
-        except TransportError:
-            return False
+    return not nodes_left(nodes, grace=grace)
 
-    results, _ = each_concurrently(one, nodes)
-    return all(results)  # a node whose stop failed otherwise has None: not confirmed gone
+
+def nodes_left(nodes: list[Node], *, grace: float = 10.0) -> list[tuple[Node, str]]:
+    """Stop every node (concurrently): the nodes whose processes are not confirmed gone, each
+    with why (a node that cannot be reached does not keep the others running)."""
+    def one(n: Node) -> Optional[str]:
+        return _stop_one(n.host, n.rec, grace)
+
+    whys, errors = each_concurrently(one, nodes)
+    return [(n, why or f"{type(e).__name__}: {e}") for n, why, e in zip(nodes, whys, errors) if why or e]
+
+
+def stop_members(doc: dict[str, Any], open_host: Callable[..., Host], *, grace: float = 10.0
+                 ) -> list[tuple[dict[str, Any], str]]:
+    """Stop every member of a recorded group, each on its own: the members not confirmed gone,
+    each with why (its host could not be reached, its record is missing, ...)."""
+    def one(m: dict[str, Any]) -> Optional[str]:
+        try:
+            host = open_host(m["host"], m.get("python"))
+            rec = records.load(host, m["name"])
+        except (RunError, TransportError) as e:
+            return str(e)
+        if rec is None:
+            return f"no run record {m['name']!r} on {m['host']}"
+        return _stop_one(host, rec, grace)
+
+    members = sorted(doc["members"], key=lambda m: m["rank"])
+    whys, errors = each_concurrently(one, members)
+    return [(m, why or f"{type(e).__name__}: {e}") for m, why, e in zip(members, whys, errors) if why or e]
+
+
+def _stop_one(host: Host, rec: records.RunRecord, grace: float) -> Optional[str]:
+    """None once no process of the run remains, else why not."""
+    try:
+        return None if control.stop(host, rec, grace=grace) else "processes survived SIGKILL"
+    except RunEnded:
+        return None  # the recorded pid is another process's now: ours is gone
+    except RunError as e:
+        return str(e)
+    except TransportError as e:
+        return str(e)
 
 
 def attach(doc: dict[str, Any], open_host: Callable[..., Host]) -> list[Node]:

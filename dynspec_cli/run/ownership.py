@@ -29,10 +29,10 @@ from dynspec_cli.transport import Host
 START_GRACE = 120.0
 
 
-def _error(msg: str) -> Exception:
-    from dynspec_cli.run.control import RunError
+def _error(msg: str, *, ended: bool = False) -> Exception:
+    from dynspec_cli.run.control import RunEnded, RunError
 
-    return RunError(msg)
+    return (RunEnded if ended else RunError)(msg)
 
 
 def ask(host: Host, command: str, req: dict[str, Any], *, timeout: float = 60) -> dict[str, Any]:
@@ -153,7 +153,7 @@ def stop(host: Host, rec: RunRecord, *, grace: float = 10.0) -> tuple[bool, bool
         rec.stopped_at = records.now()
         records.save(host, rec)
         raise _error(f"run {rec.name!r}: pid {rec.pid} on {host.name} now belongs to another process "
-                     f"(the run ended earlier); nothing was signalled")
+                     f"(the run ended earlier); nothing was signalled", ended=True)
     if proof.refusal:
         raise _error(f"run {rec.name!r}: cannot prove that process group {rec.pgid} on {host.name} is this run's "
                      f"({proof.refusal}); nothing was signalled")

@@ -106,6 +106,11 @@ class Host(abc.ABC):
         """Where a process started here gets its environment from, in words."""
         return "this shell's environment" if self.inherits_this_shell else f"the login environment on {self.name}"
 
+    def reach_files(self) -> dict[str, str]:
+        """The files, besides its name, that reaching this host again takes (`ssh_config`,
+        `known_hosts`: absolute paths, only those that are not OpenSSH's defaults); {} here."""
+        return {}
+
     def address(self) -> str | None:
         """The network address dynspec reaches this host at (ssh_config HostName); None for
         this machine."""

@@ -163,6 +163,16 @@ class SSHHost(Host):
         self._conn = None
         self._generation = 0  # +1 per connection made; a drop names the one that died
 
+    def reach_files(self) -> dict[str, str]:
+        import os
+
+        opts, out = self._options, {}
+        if opts.ssh_config_path and os.path.expanduser(opts.ssh_config_path) != os.path.expanduser("~/.ssh/config"):
+            out["ssh_config"] = os.path.abspath(os.path.expanduser(opts.ssh_config_path))
+        if opts.known_hosts_path:
+            out["known_hosts"] = os.path.abspath(os.path.expanduser(opts.known_hosts_path))
+        return out
+
     def address(self) -> str | None:
         from dynspec_cli.transport import sshconnect
 

@@ -124,3 +124,26 @@ def write_vllm_profile(path: Path, name: str, *, env: dict | None = None, port: 
     lines += ["[flags]", f"speculative-config = {json.dumps(json.dumps(SPEC))}"]
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+REPO = Path(__file__).resolve().parent.parent.parent
+
+
+def paste(line: str, where: Path, timeout: float = 180) -> subprocess.CompletedProcess:
+    """Run a command line dynspec printed, as a user pastes it: in a POSIX shell, in another
+    directory, with `dynspec` on PATH and no DYNSPEC_SSH_CONFIG / DYNSPEC_KNOWN_HOSTS set."""
+    bin_dir = where / "bin"
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    shim = bin_dir / "dynspec"
+    shim.write_text(f'#!/bin/sh\nPYTHONPATH={REPO} exec {sys.executable} -m dynspec_cli "$@"\n')
+    shim.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k not in ("DYNSPEC_SSH_CONFIG", "DYNSPEC_KNOWN_HOSTS")}
+    env["PATH"] = f"{bin_dir}:{env.get('PATH', '')}"
+    return subprocess.run(["sh", "-c", line], cwd=where, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def printed(text: str, verb: str) -> list[str]:
+    """The `dynspec VERB ...` commands in dynspec's output (each ends at ')', ' / ' or the line's end)."""
+    import re
+
+    return [m.strip() for m in re.findall(rf"(dynspec {verb} [^)\n]*?)(?:\)| / |$)", text, re.MULTILINE)]

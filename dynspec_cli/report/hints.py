@@ -1,0 +1,31 @@
+"""The dynspec commands printed for the user to run next. Each one works pasted as is, in any
+directory and any shell: it names the host and every file this command reached it with
+(an ssh_config from the profile or the environment included), all shell-quoted."""
+from __future__ import annotations
+
+import shlex
+from typing import Iterable
+
+OPTIONS = {"ssh_config": "--ssh-config", "known_hosts": "--known-hosts"}
+
+
+def reach(name: str, files: dict[str, str]) -> list[str]:
+    """`--host NAME --ssh-config F ...` (no --host for this machine, the default)."""
+    where = [] if name == "local" else ["--host", name]
+    return where + [w for key, opt in OPTIONS.items() if key in files for w in (opt, files[key])]
+
+
+def command(*words: str, host) -> str:
+    """`dynspec WORDS --host H ...` for a run on `host` (a Host), quoted for a POSIX shell."""
+    return shlex.join(["dynspec", *words, *reach(host.name, host.reach_files())])
+
+
+def group_files(hosts: Iterable) -> dict[str, str]:
+    """The SSH files of a group's commands: one set reaches every node (as `group launch` took it)."""
+    return next((files for h in hosts if (files := h.reach_files())), {})
+
+
+def group_command(*words: str, node0, hosts: Iterable) -> str:
+    """`dynspec group WORDS --host NODE0 --ssh-config F ...`: the files are named also when node 0
+    is this machine, since the other nodes need them."""
+    return shlex.join(["dynspec", "group", *words, *reach(node0.name, group_files(hosts))])
