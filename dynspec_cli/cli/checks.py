@@ -1,6 +1,7 @@
 """Checks of user input that several commands share: each bad value is one UsageError line (exit 2)."""
 from __future__ import annotations
 
+import re
 from typing import Optional
 
 from dynspec_cli.cli.errors import UsageError
@@ -26,8 +27,8 @@ def sglang_version(value: Optional[str], what: str = "--sglang-version") -> Opti
 
 
 def python_path(value: str, what: str = "--python") -> str:
-    if not value or "=" in value or "\n" in value or "\x00" in value:
-        raise UsageError(f"{what} {value!r}: not an interpreter path (it holds '=', a newline or is empty)")
+    if not value or value.startswith("-") or "\n" in value or "\x00" in value:
+        raise UsageError(f"{what} {value!r}: not an interpreter path (it is empty, starts with '-' or holds a newline)")
     return value
 
 
@@ -53,13 +54,20 @@ def read_diff(path: str) -> str:
         raise UsageError(f"--patch {e}") from None
     except OSError as e:
         raise UsageError(f"{path}: cannot read the diff: {e.strerror}") from None
+    name = "standard input" if path == "-" else path
     if len(data) > MAX_DIFF:
-        raise UsageError(f"{'standard input' if path == '-' else path}: more than {MAX_DIFF >> 20} MiB, "
-                         f"not the diff of a patch")
+        raise UsageError(f"{name}: more than {MAX_DIFF >> 20} MiB, not the diff of a patch")
     try:
-        return data.decode("utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise UsageError(f"{path}: not a text diff (byte {e.start} is not UTF-8); give the output of `git diff`") from None
+        raise UsageError(f"{name}: not a text diff (byte {e.start} is not UTF-8); give the output of `git diff`") from None
+    if not _DIFF.search(text):  # the inspector would find no file in it, and say nothing
+        why = "it is empty" if not text.strip() else "no 'diff --git' line, no '---'/'+++' file with an '@@' hunk"
+        raise UsageError(f"{name}: not a unified diff ({why}); give the output of `git diff`")
+    return text
+
+
+_DIFF = re.compile(r"^diff --git |^--- .*\n\+\+\+ .*\n@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@", re.M)
 
 
 def env_item(item: str) -> str:

@@ -41,6 +41,9 @@ class Profile(msgspec.Struct, forbid_unknown_fields=True):
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", self.name):
             raise ValueError(f"name {self.name!r}: use letters, digits, '.', '_', '-' (max 64)")
+        if not self.python or self.python.startswith("-") or "\n" in self.python or "\x00" in self.python:
+            raise ValueError(f"python {self.python!r}: not an interpreter path (it is empty, starts with '-' or "
+                             f"holds a newline)")
         if not 1 <= self.port <= 65535:
             raise ValueError(f"port {self.port}: not a TCP port")
         for k in self.env:

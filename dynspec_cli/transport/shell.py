@@ -38,8 +38,8 @@ def words(*values: str) -> str:
 
 
 def env_words(env: Mapping[str, str] | None) -> list[str]:
-    """`K=V` words for env(1). Names are validated: env(1) would take `-x` as an option and
-    `A=B=C` as a different split, and a name is never something a caller should make up."""
+    """`K=V` pairs (exported from stdin, see READ_ENV). Names are validated: `export` would take `-x`
+    as an option and `A=B=C` as a different split, and a name is never something a caller should make up."""
     out = []
     for key, value in (env or {}).items():
         if not isinstance(key, str) or not _ENV_NAME.match(key):
@@ -56,9 +56,9 @@ def check_argv(argv: Sequence[str]) -> list[str]:
     argv = list(argv)
     if not argv:
         raise ValueError("empty argv")
-    if "=" in argv[0]:
-        # env(1) would read it as one more assignment
-        raise ValueError(f"argv[0] must not contain '=': {argv[0]!r}")
+    if argv[0].startswith("-"):
+        # a shell's `exec` may read it as an option (bash does; dash has none, not even `--`)
+        raise ValueError(f"argv[0] must not start with '-': {argv[0]!r}")
     for a in argv:
         quote(a)
     return argv
@@ -70,7 +70,7 @@ def command(argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: s
     With env, the script takes it from the first line of its stdin: feed `env_input(env)` before
     anything else the command reads."""
     argv = check_argv(argv)
-    run = _env_read(env) + "exec env -- " + words(*argv)
+    run = _env_read(env) + "exec " + words(*argv)  # (not `env --`: it takes a path holding '=' for a variable)
     if cwd is None:
         return run
     return f"cd -- {quote(cwd)} || exit 126\n{run}"

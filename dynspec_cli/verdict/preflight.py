@@ -37,7 +37,7 @@ def inspect(host, python: str, feature: Feature, flags: list[str], env: dict[str
     proc_env = {k: v for k, v in env.items() if v is not None}
     payload = inject.stdin(inject.program("inspector"), json.dumps(args).encode("utf-8"), proc_env)
     res = host.run(inject.command(python), input=payload, timeout=timeout)
-    if not res.stdout and res.exit_code in (126, 127):  # env(1): not found / not executable
+    if not res.stdout and res.exit_code in (126, 127):  # sh's exec: not found / not executable
         err = res.stderr.decode("utf-8", "replace").strip().splitlines()
         raise InterpreterError(f"{python} on {host.name}: " + ("no such interpreter" if res.exit_code == 127 else
                                "not an executable interpreter") + (f" ({err[-1]})" if err else ""))

@@ -39,8 +39,12 @@ def test_a_python_that_is_not_executable(tmp_path):
     assert_one_line(run(["preflight", "--python", str(f), "--", *FLAGS], tmp_path), str(f), "not an executable")
 
 
-def test_a_python_with_an_equals_sign(tmp_path):
-    assert_one_line(run(["preflight", "--python", "PY=python3", "--", *FLAGS], tmp_path), "'PY=python3'")
+def test_a_python_that_looks_like_an_assignment_or_an_option(tmp_path):
+    # `PY=python3` is a program name like any other (there is none by that name); `-x` is no path
+    assert_one_line(run(["preflight", "--python", "PY=python3", "--", *FLAGS], tmp_path),
+                    "PY=python3 on local: no such interpreter")
+    assert_one_line(run(["preflight", "--python", "-python3", "--", *FLAGS], tmp_path), "'-python3'",
+                    "starts with '-'")
 
 
 def test_a_binary_patch(tmp_path):
@@ -48,6 +52,18 @@ def test_a_binary_patch(tmp_path):
     patch.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4)
     assert_one_line(run(["preflight", "--python", sys.executable, "--patch", str(patch), "--", *FLAGS], tmp_path),
                     "not a text diff")
+
+
+@pytest.mark.parametrize("content, why", [
+    ("see the PR: speculative disable threshold\n", "no 'diff --git' line"),
+    ("", "it is empty"),  # `git diff > p.diff` with nothing changed
+    ("@@ -1,2 +1,3 @@\n a\n+b\n", "no 'diff --git' line"),  # a hunk without its file
+])
+def test_a_patch_that_is_not_a_diff(tmp_path, content, why):
+    patch = tmp_path / "p.diff"
+    patch.write_text(content)
+    assert_one_line(run(["preflight", "--python", sys.executable, "--patch", str(patch), "--", *FLAGS], tmp_path),
+                    f"{patch}: not a unified diff ({why}", "git diff")
 
 
 @pytest.mark.parametrize("version,words", [("banana", ["'banana'", "not a version"]),
@@ -96,3 +112,9 @@ def test_an_endless_patch_on_a_pipe_is_cut_at_16_mib(tmp_path):
     r = subprocess.run(["bash", "-c", f"yes + | {DYNSPEC} preflight --python {sys.executable} --patch - -- "
                                       + " ".join(FLAGS)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert_one_line(r, "standard input: more than 16 MiB, not the diff of a patch")
+
+
+def test_a_profile_python_that_looks_like_an_option_is_refused(tmp_path):
+    prof = tmp_path / "p.toml"
+    prof.write_text('name = "p"\nhost = "local"\npython = "-i"\n[flags]\nspeculative-algorithm = "EAGLE3"\n')
+    assert_one_line(run(["launch", str(prof), "--no-preflight"], tmp_path), "python '-i'", "starts with '-'")

@@ -1,10 +1,14 @@
 """Preflight's report does not contradict itself: each finding once, help text for every option,
 exit codes that are preflight's own."""
 import json
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+
+from tests.support.sshd import ssh_lab  # noqa: F401 - fixture
 
 DYNSPEC = [sys.executable, "-m", "dynspec_cli"]
 SPEC = ["--model-path", "/m", "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/d",
@@ -88,3 +92,32 @@ def test_the_json_has_the_same_keys_whatever_the_verdict(sglang_python):
     assert {"probe_command", "probe_command_needs", "probe_dir", "probe_copy", "environment"} <= set(ok)
     assert isinstance(ok["probe_command"], str) and none["probe_command"] is None and none["sglang_version"] is None
     assert set(ok["worker"]) == set(dead["worker"]) == set(none["worker"])
+
+
+@pytest.mark.wheels
+@pytest.mark.parametrize("where", ["local", pytest.param("ssh", marks=pytest.mark.ssh)])
+def test_a_venv_whose_path_holds_an_equals_sign_is_a_python_like_any(sglang_python, tmp_path, where, request):
+    """`--python /work/run=3/venv/bin/python` (and a path with a space): the same report as the venv's
+    usual path, locally and over a real sshd."""
+    py, _, _ = sglang_python("0.5.9")
+    venv = Path(py).parent.parent
+    target = []
+    if where == "ssh":
+        lab = request.getfixturevalue("ssh_lab")
+        target = ["--host", "dut", "--ssh-config", str(lab.ssh_config), "--known-hosts", str(lab.known_hosts)]
+    docs = []
+    for name in (None, "run=3/venv", "my runs/venv", "a=b c/venv"):
+        there = venv
+        if name is not None:
+            there = tmp_path / name
+            there.parent.mkdir(exist_ok=True)
+            shutil.copytree(venv, there, symlinks=True)
+        r = subprocess.run(DYNSPEC + ["preflight", *target, "--python", str(there / "bin" / "python"), "--json",
+                                      "--", *SPEC, "--speculative-eagle-topk", "4"], capture_output=True, text=True,
+                           timeout=120)
+        assert r.returncode == 1, r.stderr  # dead: 0.5.9 runs EAGLEWorker, the patch is in V2
+        doc = json.loads(r.stdout)
+        docs.append((doc["verdict"], doc["worker"]["class"], doc["sglang_version"],
+                     [(p["class"], p["line"]) for p in doc["patched"]], [f["code"] for f in doc["findings"]]))
+    assert docs[0][:2] == ("dead", "EAGLEWorker") and docs[0][3][0][0] == "EAGLEWorkerV2"
+    assert all(d == docs[0] for d in docs)

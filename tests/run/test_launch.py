@@ -263,6 +263,20 @@ def test_marker_lines_written_in_two_halves_are_judged_whole(tmp_path, name, ssh
         sorted((f["code"], f["line"]) for f in verified["findings"] if f["code"] != "DS305")
 
 
+def test_a_python_whose_path_holds_an_equals_sign_launches_and_is_watched(tmp_path, name):
+    import sys
+
+    py = tmp_path / "run=3" / "bin" / "python"
+    py.parent.mkdir(parents=True)
+    py.symlink_to(sys.executable)
+    prof = write_profile(tmp_path / "p.toml", name, python=str(py), env={"SGLANG_ENABLE_SPEC_V2": "True"})
+    r = dynspec("launch", str(prof), "--no-preflight", "--json")
+    assert r.returncode == 0, r.stderr + r.stdout
+    doc = json.loads(r.stdout)
+    assert doc["verdict"] == "live" and doc["run"]["why"] == "ready" and record(name)["python"] == str(py)
+    assert dynspec("stop", name).returncode == 0
+
+
 @pytest.mark.parametrize("second_env, verdict", [
     ({"SGLANG_ENABLE_SPEC_V2": "True", "STANDIN_CRASH_AT": "weights"}, "crashed"),
     ({}, "dead"),

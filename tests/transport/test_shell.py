@@ -68,7 +68,20 @@ def test_env_names_are_validated(bad):
         shell.command(["true"], env=bad)
 
 
-@pytest.mark.parametrize("argv", [[], ["a=b"], ["echo", "nul\x00byte"]])
+@pytest.mark.parametrize("login_shell", ["sh", "dash", "bash"])
+def test_a_program_whose_path_holds_an_equals_sign_runs(login_shell, tmp_path):
+    """A venv at `.../run=3/venv`: its path is the program, never an environment assignment."""
+    if not shutil.which(login_shell):
+        pytest.skip(f"{login_shell} not installed")
+    prog = tmp_path / "run=3" / "A=B"
+    prog.parent.mkdir()
+    prog.write_text('#!/bin/sh\nprintf "%s|" "$0" "$@" "$V"\n')
+    prog.chmod(0o755)
+    res = _via(login_shell, shell.command([str(prog), "x=y"], env={"V": "v=w"}), {"V": "v=w"})
+    assert (res.returncode, res.stdout.decode()) == (0, f"{prog}|x=y|v=w|"), res.stderr
+
+
+@pytest.mark.parametrize("argv", [[], ["-a"], ["echo", "nul\x00byte"]])
 def test_bad_argv_rejected(argv):
     with pytest.raises(ValueError):
         shell.command(argv)
