@@ -69,8 +69,10 @@ def launch(profile: str, *, host: Optional[str], env, set_, name: Optional[str],
             if no_watch:
                 guard.release()
                 if not json_out:
-                    out.print(f"  watch it to its verdict: dynspec watch {rec.name} --host {host.name}\n"
-                              f"  stop it: dynspec stop {rec.name} --host {host.name}")
+                    from dynspec_cli.report.hints import command
+
+                    out.print(f"  watch it to its verdict: {command('watch', rec.name, host=host)}\n"
+                              f"  stop it: {command('stop', rec.name, host=host)}", markup=False)
                 return 0
             return _watch(login, rec, feature, out, json_out, timeout=timeout or sp.prof.ready_timeout,
                           pending_timeout=sp.slurm.pending_timeout or timeout, stall_timeout=stall_timeout,

@@ -16,6 +16,7 @@ from dynspec_cli import inject
 from dynspec_cli.knowledge.features import Feature
 from dynspec_cli.prove import decision, observations
 from dynspec_cli.prove.decision import Conclusion, Step
+from dynspec_cli.report.hints import command
 from dynspec_cli.prove.plan import Plan, PlanError, parse_steps, threshold_from_argv
 from dynspec_cli.run import records, slurm
 from dynspec_cli.run.records import RunRecord
@@ -68,7 +69,7 @@ def slurm_target(login: Host, rec: SlurmRecord) -> Target:
     host against node 0's NodeAddr:port; node 0's log is read there (the shared filesystem)."""
     if not rec.addrs:
         raise PlanError(f"Slurm run {rec.name} (job {rec.job_id}) has no nodes recorded yet: "
-                        f"dynspec watch {rec.name} until it is live, then prove")
+                        f"{command('watch', rec.name, host=login)} until it is live, then prove")
     nrec = msgspec.structs.replace(slurm.node_record(rec, 0), name=rec.name)
     return Target(login, rec.python, f"http://{rec.addrs[0]}:{rec.port}", rec.logs[0], rec.offsets[0], nrec,
                   slurm=rec)

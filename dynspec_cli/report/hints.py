@@ -10,9 +10,8 @@ OPTIONS = {"ssh_config": "--ssh-config", "known_hosts": "--known-hosts"}
 
 
 def reach(name: str, files: dict[str, str]) -> list[str]:
-    """`--host NAME --ssh-config F ...` (no --host for this machine, the default)."""
-    where = [] if name == "local" else ["--host", name]
-    return where + [w for key, opt in OPTIONS.items() if key in files for w in (opt, files[key])]
+    """`--host NAME --ssh-config F ...`."""
+    return ["--host", name] + [w for key, opt in OPTIONS.items() if key in files for w in (opt, files[key])]
 
 
 def command(*words: str, host) -> str:
@@ -27,5 +26,5 @@ def group_files(hosts: Iterable) -> dict[str, str]:
 
 def group_command(*words: str, node0, hosts: Iterable) -> str:
     """`dynspec group WORDS --host NODE0 --ssh-config F ...`: the files are named also when node 0
-    is this machine, since the other nodes need them."""
+    is this machine (`--host local`), since the other nodes need them."""
     return shlex.join(["dynspec", "group", *words, *reach(node0.name, group_files(hosts))])

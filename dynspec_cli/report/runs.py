@@ -144,18 +144,17 @@ def render_launched(out: "Console", target, result, json_out: bool) -> int:
             out.print("  [bold]not started[/]: preflight says the patched code cannot run with this profile; "
                       "fix the findings above, or start it anyway with --no-preflight")
         return EXIT["dead"]
+    from dynspec_cli.report.hints import command
+
+    stop, watch = _escape(command("stop", rec.name, host=target)), _escape(command("watch", rec.name, host=target))
     if result.kind == "started":
         if json_out:
             from dynspec_cli.run.records import to_json
 
             emit({"run": to_json(rec)})
         else:
-            out.print(f"  watch it to its verdict: dynspec watch {rec.name} --host {target.name}\n"
-                      f"  stop it: dynspec stop {rec.name} --host {target.name}")
+            out.print(f"  watch it to its verdict: {watch}\n  stop it: {stop}")
         return 0
-    from dynspec_cli.report.hints import command
-
-    stop, watch = _escape(command("stop", rec.name, host=target)), _escape(command("watch", rec.name, host=target))
     if result.kind == "interrupted":
         if result.detached:
             out.print(f"\ndetached: {rec.name} keeps running on {target.name}; re-attach with: {watch}")

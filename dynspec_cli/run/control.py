@@ -85,8 +85,10 @@ def start(host: Host, prof: Profile, feature: Feature, *, replace: bool, sglang_
     if old is not None and old.state == records.STARTING:
         old = ownership.resolve(host, old)
         if old.state == records.STARTING:
+            from dynspec_cli.report.hints import command
+
             raise RunError(f"run {prof.name!r} is being started on {host.name} right now; "
-                           f"wait for it (dynspec status {prof.name}), or use --name for another run")
+                           f"wait for it ({command('status', prof.name, host=host)}), or use --name for another run")
     if old is not None and old.stopped_at is None and old.pgid > 1 and host.group_alive(old.pgid):
         if not replace:
             raise RunError(f"run {prof.name!r} is alive on {host.name} (pid {old.pid}); "
