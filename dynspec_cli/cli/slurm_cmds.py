@@ -57,23 +57,28 @@ def launch(profile: str, *, host: Optional[str], env, set_, name: Optional[str],
                                  f"{job.node_sh}# {job.jobdir}/env (mode 0600; secrets shown as ***)\n"
                                  f"{job.env_shown}")
                 return 0
-            rec = S.launch(login, sp, feature, job)
-            guard = S.Guard(login, rec.job_id)
-            if json_out and no_watch:
-                from dynspec_cli.report.jsonout import emit
+            rec, guard, interrupted = S.launch(login, sp, feature, job)
+            try:
+                if interrupted:
+                    return _interrupted(login, rec, out, detach, guard)
+                if json_out and no_watch:
+                    from dynspec_cli.report.jsonout import emit
 
-                emit({"name": rec.name, "job_id": rec.job_id, "logs": rec.logs, "jobdir": rec.jobdir})
-            elif not json_out:
-                out.print(f"[bold]submitted[/] {rec.name}: Slurm job {rec.job_id} ({sp.slurm.nodes} node(s)), "
-                          f"logs {', '.join(rec.logs)}; job log {rec.batch_log}")
-            if no_watch:
-                guard.release()
-                if not json_out:
-                    from dynspec_cli.report.hints import command
+                    emit({"name": rec.name, "job_id": rec.job_id, "logs": rec.logs, "jobdir": rec.jobdir})
+                elif not json_out:
+                    out.print(f"[bold]submitted[/] {rec.name}: Slurm job {rec.job_id} ({sp.slurm.nodes} node(s)), "
+                              f"logs {', '.join(rec.logs)}; job log {rec.batch_log}")
+                if no_watch:
+                    guard.release()
+                    if not json_out:
+                        from dynspec_cli.report.hints import command
 
-                    out.print(f"  watch it to its verdict: {command('watch', rec.name, host=host)}\n"
-                              f"  stop it: {command('stop', rec.name, host=host)}", markup=False)
-                return 0
+                        out.print(f"  watch it to its verdict: {command('watch', rec.name, host=host)}\n"
+                                  f"  stop it: {command('stop', rec.name, host=host)}", markup=False)
+                    return 0
+            except BaseException:
+                guard.fire()
+                raise
             return _watch(login, rec, feature, out, json_out, timeout=timeout or sp.prof.ready_timeout,
                           pending_timeout=sp.slurm.pending_timeout or timeout, stall_timeout=stall_timeout,
                           keep=keep, detach=detach, guard=guard)
@@ -96,6 +101,29 @@ def _watch(login, rec, feature, out, json_out, *, timeout, pending_timeout, stal
     return code
 
 
+def _interrupted(login, rec, out, detach, guard=None) -> int:
+    """Ctrl-C: the job is cancelled (confirmed gone from squeue), or left with --detach; either way
+    its id is printed."""
+    from dynspec_cli.run import slurm as S
+
+    if detach:
+        if guard is not None:
+            guard.release()
+        from dynspec_cli.report.hints import command
+
+        out.print(f"\ndetached: job {rec.job_id} keeps running; re-attach with: "
+                  f"{command('watch', rec.name, host=login)}", markup=False)
+        return 130
+    if guard is not None:
+        guard.fire()
+    gone = S.cancel(login, rec.job_id)
+    rec.cancelled_at = S.records.now()
+    S.save(login, rec)
+    out.print(f"\ninterrupted: cancelled job {rec.job_id}; "
+              f"{'it is gone from squeue' if gone else 'it is still listed by squeue'}")
+    return 130
+
+
 def _watched(login, rec, feature, out, json_out, *, timeout, pending_timeout, stall_timeout, keep, detach) -> int:
     from dynspec_cli.run import slurm as S
 
@@ -103,18 +131,7 @@ def _watched(login, rec, feature, out, json_out, *, timeout, pending_timeout, st
         o = S.watch(login, rec, feature, timeout=timeout, pending_timeout=pending_timeout,
                     stall_timeout=stall_timeout, keep=keep, on_change=_Shown(out, not json_out))
     except KeyboardInterrupt:
-        if detach:
-            from dynspec_cli.report.hints import command
-
-            out.print(f"\ndetached: job {rec.job_id} keeps running; re-attach with: "
-                      f"{command('watch', rec.name, host=login)}", markup=False)
-            return 130
-        gone = S.cancel(login, rec.job_id)
-        rec.cancelled_at = S.records.now()
-        S.save(login, rec)
-        out.print(f"\ninterrupted: cancelled job {rec.job_id}; "
-                  f"{'it is gone from squeue' if gone else 'it is still listed by squeue'}")
-        return 130
+        return _interrupted(login, rec, out, detach)
     if json_out:
         from dynspec_cli.report.jsonout import emit
 
@@ -146,6 +163,15 @@ def find(host: str, ref: str, ssh_config, known_hosts, accept_new) -> bool:
         return False
 
 
+def _record(h, ref: str):
+    from dynspec_cli.run import slurm as S
+
+    rec = S.load_record(h, ref)
+    if rec is None:
+        raise S.SlurmError(f"no Slurm run {ref!r} on {h.name}")
+    return rec
+
+
 def watch(ref: str, *, host: str, keep: bool, detach: bool, timeout: Optional[float], stall_timeout: float = 120.0,
           json_out: bool = False, ssh_config=None, known_hosts=None, accept_new_host_key: bool = False) -> int:
     from dynspec_cli.knowledge.features import load_feature
@@ -154,11 +180,12 @@ def watch(ref: str, *, host: str, keep: bool, detach: bool, timeout: Optional[fl
     with _errors():
         out = _out(json_out)
         with _open(host, ssh_config, known_hosts, accept_new_host_key) as h:
-            rec = S.load_record(h, ref)
-            if rec is None:
-                raise S.SlurmError(f"no Slurm run {ref!r} on {h.name}")
+            rec = _record(h, ref)
+            if not rec.job_id:
+                raise S.SlurmError(f"run {rec.name}: no Slurm job was submitted (dynspec stopped before sbatch "
+                                   f"answered)")
             login = S.on_cluster(h, rec.slurm_conf)
-            guard = None if detach or keep else S.Guard(login, rec.job_id)
+            guard = None if detach or keep else S.Guard(login, rec.jobdir)
             return _watch(login, rec, load_feature(rec.feature), out, json_out, timeout=timeout, pending_timeout=None,
                           stall_timeout=stall_timeout, keep=keep, detach=detach, guard=guard)
 
@@ -168,9 +195,12 @@ def stop(ref: str, *, host: str, ssh_config=None, known_hosts=None, accept_new_h
 
     with _errors():
         with _open(host, ssh_config, known_hosts, accept_new_host_key) as h:
-            rec = S.load_record(h, ref)
-            if rec is None:
-                raise S.SlurmError(f"no Slurm run {ref!r} on {h.name}")
+            rec = _record(h, ref)
+            if not rec.job_id:
+                S.remove_record(h, rec.name)
+                _out(False).print(f"nothing to stop: {rec.name} submitted no Slurm job (dynspec stopped before "
+                                  f"sbatch answered); its record is removed")
+                return 0
             login = S.on_cluster(h, rec.slurm_conf)
             was = S.queued(login, rec.job_id)
             gone = S.cancel(login, rec.job_id)
@@ -192,7 +222,9 @@ def status_rows(target) -> list[dict]:
 
     rows = []
     for rec in S.all_records(target):
-        if rec.cancelled_at is not None or (rec.state or "") in S.ENDED:
+        if not rec.job_id:
+            st = S.JobState("GONE", "no job was submitted")
+        elif rec.cancelled_at is not None or (rec.state or "") in S.ENDED:
             st = S.JobState(rec.state or "CANCELLED")  # ended for good: no need to ask the scheduler
         else:
             try:

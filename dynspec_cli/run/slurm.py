@@ -319,6 +319,10 @@ class ClusterHost:
     def __init__(self, host: Host, conf: Optional[str]):
         self._host, self._env = host, ({"SLURM_CONF": conf} if conf else {})
 
+    @property
+    def slurm_env(self) -> dict[str, str]:
+        return self._env
+
     def __getattr__(self, name: str):
         return getattr(self._host, name)
 
@@ -337,6 +341,12 @@ def on_cluster(host: Host, conf: Optional[str]):
     return ClusterHost(host, conf) if conf else host
 
 
+def cluster_env(login: Host) -> dict[str, str]:
+    """What the login host's Slurm commands need in their environment (SLURM_CONF), for a
+    process dynspec spawns there."""
+    return dict(login.slurm_env) if isinstance(login, ClusterHost) else {}
+
+
 class SlurmError(RunError):
     """The scheduler refused or could not be asked (one line, with its own message; exit 2)."""
 
@@ -347,22 +357,38 @@ def _one_line(res) -> str:
     return "; ".join(lines[:2]) or f"exit {res.exit_code}"
 
 
-def _run(login: Host, argv: list[str], *, timeout: float = 60, input: Optional[bytes] = None):
+def _run(login: Host, argv: list[str], *, timeout: float = 60, input: Optional[bytes] = None,
+         idempotent: bool = True):
+    """A Slurm command on the login host. Asking (squeue, scontrol, sacct) and scancel are
+    idempotent: a connection drop under them is retried through a reconnect."""
     try:
-        return login.run(argv, timeout=timeout, input=input)
+        return login.run(argv, timeout=timeout, input=input, idempotent=idempotent)
     except TransportError as e:
         raise SlurmError(f"{argv[0]} on {login.name}: {e}") from None
 
 
-def submit(login: Host, job: Job) -> str:
-    """Write the job's files on the login host, `sbatch --parsable`, return the job id."""
-    login.run(["mkdir", "-p", job.jobdir], check=True, timeout=30)
-    for log in job.logs:
-        login.run(["mkdir", "-p", log.rsplit("/", 1)[0] or "/"], check=True, timeout=30)
+def write_job(login: Host, job: Job) -> None:
+    """The job's files on the login host (the logs' folders too)."""
+    for d in [job.jobdir] + [log.rsplit("/", 1)[0] or "/" for log in job.logs]:
+        login.run(["mkdir", "-p", d], check=True, timeout=30, idempotent=True)
     login.write_file(f"{job.jobdir}/job.sbatch", job.batch.encode(), mode=0o755)
     login.write_file(f"{job.jobdir}/env", job.env_file.encode(), mode=0o600)
     login.write_file(f"{job.jobdir}/node.sh", job.node_sh.encode(), mode=0o755)
-    res = _run(login, ["sbatch", "--parsable", f"{job.jobdir}/job.sbatch"])
+
+
+# sbatch's answer goes into the job dir (`job.id`, empty if it failed) from the login host's own
+# shell, before dynspec reads it: whenever dynspec dies, the guard and `stop NAME` find the job
+SUBMIT = r"""out=$(sbatch --parsable "$1/job.sbatch"); rc=$?
+jid=${out%%;*}; case $jid in *[!0-9]*) jid= ;; esac
+printf '%s\n' "$jid" >"$1/job.id.tmp" && mv -f -- "$1/job.id.tmp" "$1/job.id"
+[ "$rc" = 0 ] && printf '%s\n' "$out"
+exit "$rc"
+"""
+
+
+def submit(login: Host, job: Job) -> str:
+    """`sbatch --parsable` the job written by write_job; the job id."""
+    res = _run(login, ["sh", "-c", SUBMIT, "sh", job.jobdir], idempotent=False)
     if res.exit_code == 127:
         raise SlurmError(f"sbatch not found on {login.name} (is it the cluster's login host?)")
     if not res.ok:
@@ -493,14 +519,33 @@ def record_path(login: Host, name: str) -> str:
 
 
 def save(login: Host, rec: SlurmRecord) -> None:
-    login.run(["mkdir", "-p", records.expand(login, records.RUNS_DIR)], check=True, timeout=30)
+    """Atomic (Host.write_file: a temp file renamed once complete): dynspec killed mid-write
+    leaves the previous record, never a cut-off one."""
+    login.run(["mkdir", "-p", records.expand(login, records.RUNS_DIR)], check=True, timeout=30, idempotent=True)
     login.write_file(record_path(login, rec.name), msgspec.json.encode(rec), mode=0o600)
+
+
+def remove_record(login: Host, name: str) -> None:
+    try:
+        login.remove(record_path(login, name))
+    except OSError:
+        pass
+
+
+def _job_id(login: Host, rec: SlurmRecord) -> SlurmRecord:
+    """A record saved before sbatch answered: the job id the login host wrote into the job dir."""
+    if not rec.job_id:
+        try:
+            rec.job_id = login.read_file(f"{rec.jobdir}/job.id").decode("ascii", "replace").strip()
+        except (FileNotFoundError, PermissionError):
+            pass
+    return rec
 
 
 def load_record(login: Host, ref: str) -> Optional[SlurmRecord]:
     """By run name, or by job id (the newest record of that job)."""
     try:
-        return msgspec.json.decode(login.read_file(record_path(login, ref)), type=SlurmRecord)
+        return _job_id(login, msgspec.json.decode(login.read_file(record_path(login, ref)), type=SlurmRecord))
     except FileNotFoundError:
         pass
     except msgspec.DecodeError:
@@ -519,7 +564,7 @@ def all_records(login: Host) -> list[SlurmRecord]:
     for line in res.text.splitlines():
         if line.strip():
             try:
-                out.append(msgspec.json.decode(line, type=SlurmRecord))
+                out.append(_job_id(login, msgspec.json.decode(line, type=SlurmRecord)))
             except msgspec.DecodeError:
                 continue
     return sorted(out, key=lambda r: r.submitted_at)
@@ -594,16 +639,37 @@ def prepare(login: Host, sp: SlurmProfile, feature, *, probe: bool, preflight: b
     return job
 
 
-def launch(login: Host, sp: SlurmProfile, feature, job: Job) -> SlurmRecord:
+def launch(login: Host, sp: SlurmProfile, feature, job: Job) -> tuple[SlurmRecord, "Guard", bool]:
+    """Submit the job: its files, the run record (no job id yet) and the guard come before sbatch,
+    whose answer the login host writes into the job dir itself, so whenever dynspec dies from here
+    on the guard cancels the job and `stop NAME` finds it. Ctrl-C during the submission is held
+    until the job id is recorded; then `interrupted` is True (the caller cancels or detaches)."""
+    from dynspec_cli.run import sigint
+
     check_partition(login, sp.slurm.partition)
-    jid = submit(login, job)
-    rec = SlurmRecord(name=sp.prof.name, job_id=jid, login=login.name, jobdir=job.jobdir, nnodes=sp.slurm.nodes,
+    write_job(login, job)
+    rec = SlurmRecord(name=sp.prof.name, job_id="", login=login.name, jobdir=job.jobdir, nnodes=sp.slurm.nodes,
                       logs=job.logs, offsets=job.offsets, preflight_files=job.preflight_files,
                       batch_log=job.batch_log, port=sp.prof.port, python=sp.prof.python, feature=feature.name,
                       submitted_at=records.now(), patched_class=list(sp.prof.patched_class),
                       sglang_version=sp.prof.sglang_version, argv=job.argv, slurm_conf=sp.slurm.conf)
     save(login, rec)
-    return rec
+    guard = Guard(login, job.jobdir)
+    try:
+        with sigint.held(f"submitting {rec.name}: its job id is recorded"):
+            rec.job_id = submit(login, job)
+            save(login, rec)
+    except KeyboardInterrupt:
+        if not rec.job_id:  # a second Ctrl-C abandoned sbatch: the guard cancels what it submitted
+            guard.fire()
+            raise
+        return rec, guard, True
+    except BaseException:
+        guard.fire()
+        if not rec.job_id:
+            remove_record(login, rec.name)
+        raise
+    return rec, guard, False
 
 
 def fill_nodes(login: Host, rec: SlurmRecord, st: JobState) -> None:
@@ -873,35 +939,84 @@ def _ended(states, st: JobState) -> SlurmOutcome:
 # --------------------------------------------------------------------------------------------------
 # nothing orphaned when dynspec itself is killed
 
-GUARD = 'IFS= read -r line; [ "$line" = release ] || scancel "$1" >/dev/null 2>&1'
+# The guard: a detached shell on the login host (its own session: neither a Ctrl-C at the terminal
+# nor a dropped SSH connection reaches it). It cancels the job once dynspec is gone: on this
+# machine when dynspec's pid is (at once); over SSH when dynspec's heartbeat has been quiet for
+# longer than a dropped connection is given to come back. `release` (live, --detach, --keep,
+# --no-watch) ends it; `fire` cancels at once. It waits for sbatch's answer (job.id) if need be.
+GUARD = r"""d=$1; g=$2; grace=$3; pid=$4; last=; quiet=0
+alive() {
+  if [ -d /proc/self ]; then
+    IFS= read -r l 2>/dev/null </proc/"$1"/stat || return 1
+    s=${l##*") "}; s=${s%% *}
+    case $s in Z|X|x) return 1;; esac
+    return 0
+  fi
+  kill -0 "$1" 2>/dev/null
+}
+while :; do
+  [ -e "$d/$g.release" ] && exit 0
+  [ -e "$d/$g.fire" ] && { why="dynspec stopped watching"; break; }
+  if [ -n "$pid" ]; then
+    alive "$pid" || { why="dynspec (pid $pid) is gone"; break; }
+  else
+    beat=$(cat "$d/$g.beat" 2>/dev/null)
+    if [ "$beat" = "$last" ]; then quiet=$((quiet + 1)); else quiet=0; last=$beat; fi
+    [ "$quiet" -ge "$grace" ] && { why="no word from dynspec for ${grace}s"; break; }
+  fi
+  sleep 1
+done
+n=0
+while [ ! -e "$d/job.id" ] && [ "$n" -lt 120 ]; do sleep 1; n=$((n + 1)); done
+jid=$(cat "$d/job.id" 2>/dev/null)
+[ -n "$jid" ] || { echo "dynspec guard $g: $why; no job was submitted"; exit 0; }
+echo "dynspec guard $g: $why: scancel $jid"
+scancel "$jid"
+"""
+HEARTBEAT_EVERY = 3.0
 
 
 class Guard:
-    """A shell on the login host holding the other end of a pipe from dynspec: if dynspec dies
-    (SIGKILL, a dropped SSH connection) the pipe closes unread and the guard cancels the job; a
-    deliberate hand-over (live, --detach, --keep, --no-watch) writes `release` first. Its own
-    process group: a Ctrl-C at the terminal does not reach it."""
+    """Nothing orphaned when dynspec itself dies (SIGKILL, a crash, a connection that stays down):
+    the GUARD shell on the login host, for the job of the job dir `jobdir`."""
 
-    def __init__(self, login: Host, jid: str):
-        from dynspec_cli.transport import shell
+    def __init__(self, login: Host, jobdir: str):
+        import os
+        import uuid
 
-        self.proc = login._start(shell.command(["sh", "-c", GUARD, "sh", jid]), stdin=True)
+        self.login, self.jobdir = login, jobdir
+        self.token = f"guard-{uuid.uuid4().hex[:8]}"
+        here = login.shares_local_files  # this machine: dynspec's pid tells
+        self.grace = int(login.reconnect_for + 30)
+        self._stop = threading.Event()
+        self._beat()
+        login.spawn_tracked(["sh", "-c", GUARD, "sh", jobdir, self.token, str(self.grace),
+                             str(os.getpid()) if here else ""], env=cluster_env(login) or None,
+                            log_path=f"{jobdir}/guard.log", pid_file=f"{jobdir}/{self.token}.pid")
+        if not here:
+            threading.Thread(target=self._beating, daemon=True, name="dynspec-slurm-guard").start()
+
+    def _beat(self) -> None:
+        self.login.write_file(f"{self.jobdir}/{self.token}.beat", f"{time.time():.3f}\n".encode())
+
+    def _beating(self) -> None:
+        while not self._stop.wait(HEARTBEAT_EVERY):
+            try:
+                self._beat()
+            except (OSError, TransportError):
+                pass  # a drop: the next beat (the guard allows `grace` seconds)
 
     def release(self) -> None:
-        self._end(b"release\n")
+        """The job stays (live, --detach, --keep, --no-watch)."""
+        self._end("release")
 
     def fire(self) -> None:
-        """Cancel through the guard (the caller also cancels and confirms it)."""
-        self._end(b"")
+        """Cancel through the guard as well (the caller also cancels and confirms it)."""
+        self._end("fire")
 
-    def _end(self, say: bytes) -> None:
-        """Say `say` (release) or nothing (the guard cancels), close the pipe, let the guard finish."""
+    def _end(self, word: str) -> None:
+        self._stop.set()
         try:
-            if say:
-                self.proc.write(say)
-            self.proc.close_stdin()
-            self.proc.wait(10)
+            self.login.write_file(f"{self.jobdir}/{self.token}.{word}", b"")
         except (OSError, TransportError):
-            pass
-        finally:
-            self.proc.kill()
+            pass  # unreachable: the guard's heartbeat goes quiet and it cancels the job

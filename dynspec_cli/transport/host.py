@@ -379,7 +379,8 @@ class Host(abc.ABC):
     def write_file(self, path: str, data: bytes, mode: int = 0o600) -> None:
         """Atomically replace path with data (parent directory must exist). Atomic, so writing
         it again after a drop leaves the same file."""
-        res = self._script("write_file", shell.call(shell.WRITE_FILE, path, format(mode, "o")), input=bytes(data))
+        res = self._script("write_file", shell.call(shell.WRITE_FILE, path, format(mode, "o"), str(len(data))),
+                           input=bytes(data))
         if not res.ok:
             raise OSError(f"{self.name}: writing {path}: {res.stderr.decode(errors='replace').strip()}")
 

@@ -216,9 +216,11 @@ tail -c +"$((off + 1))" -- "$f" | head -c "$len"
 """
 
 # write_file: atomic (temp file in the same directory, then rename), mode applied before rename.
-WRITE_FILE = r"""f=$1; mode=$2; t="$f.dynspec-tmp.$$"
+# The data's length is checked before the rename: stdin ending early (the writer killed mid-write
+# closes the pipe, and `cat` takes that EOF for the end) must not commit a truncated file.
+WRITE_FILE = r"""f=$1; mode=$2; want=$3; t="$f.dynspec-tmp.$$"
 umask 077
-if cat >"$t" && chmod "$mode" -- "$t" && mv -f -- "$t" "$f"; then exit 0; fi
+if cat >"$t" && n=$(wc -c <"$t") && [ $n -eq "$want" ] && chmod "$mode" -- "$t" && mv -f -- "$t" "$f"; then exit 0; fi
 rm -f -- "$t"; exit 1
 """
 

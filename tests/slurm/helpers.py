@@ -9,6 +9,10 @@ from pathlib import Path
 
 from tests.run.helpers import DYNSPEC, STANDIN_DIR, free_port
 
+# how the nodes run dynspec ([slurm] dynspec) when the login host is reached over SSH: this checkout,
+# whether or not it is pip-installed
+NODE_DYNSPEC = f"env PYTHONPATH={Path(__file__).resolve().parents[2]} {sys.executable} -m dynspec_cli"
+
 
 def write_slurm_profile(path: Path, name: str, *, nodes: int = 2, env: dict | None = None, flags: dict | None = None,
                         slurm: dict | None = None, python: str | None = None, extra_top: str = "") -> Path:

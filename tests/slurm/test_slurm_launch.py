@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.run.helpers import DYNSPEC, wait_for
-from tests.slurm.helpers import ds, slurm_record, write_slurm_profile
+from tests.slurm.helpers import NODE_DYNSPEC, ds, slurm_record, write_slurm_profile
 
 pytestmark = pytest.mark.slurm
 
@@ -130,7 +130,8 @@ def test_interrupting_dynspec_leaves_nothing_queued_unless_detached(tmp_path, sl
                             env={**os.environ, "DYNSPEC_DEBUG": "1"})
     try:
         rec_path = Path.home() / ".dynspec" / "runs" / f"{name}.slurm.json"
-        assert wait_for(rec_path.exists, 60)
+        # (the record is written before sbatch, the job id once sbatch answered)
+        assert wait_for(lambda: rec_path.exists() and json.loads(rec_path.read_text())["job_id"], 60)
         jid = json.loads(rec_path.read_text())["job_id"]
         assert wait_for(lambda: any(q.split()[:2] == [jid, "RUNNING"] for q in slurm.queued()), 60)
         time.sleep(1.5)
@@ -249,14 +250,12 @@ def test_group_launch_of_a_slurm_profile_stalled_node_is_crashed_and_cancelled(t
 def test_login_host_over_ssh_live_then_stop(tmp_path, slurm, ssh_lab, name):
     """sbatch, squeue, scontrol and scancel run on the login host over the real sshd; the nodes'
     logs are followed through it. `conf` hands the login host this cluster's slurm.conf."""
-    import sys
-
     from tests.multinode.helpers import fake_sglang, python_with
 
     # an installed-looking sglang 0.5.9 patched in EAGLEWorkerV2: preflight on each node passes
     py = python_with(fake_sglang(tmp_path / "site"), tmp_path / "py")
     prof = write_slurm_profile(tmp_path / "s.toml", name, python=str(py), slurm={
-        "conf": str(slurm.conf), "dynspec": f"{sys.executable} -m dynspec_cli"})
+        "conf": str(slurm.conf), "dynspec": NODE_DYNSPEC})
     prof.write_text(prof.read_text().replace('host = "local"', 'host = "dut"'))
     ssh = ["--ssh-config", str(ssh_lab.ssh_config), "--known-hosts", str(ssh_lab.known_hosts)]
     r, doc = launch_json(prof, *ssh)

@@ -111,3 +111,19 @@ def test_env_values_are_in_no_script():
     res = subprocess.run(["sh", "-c", shell.command(["sh", "-c", 'printf %s "$HF_TOKEN"; cat'], env=env)],
                          input=shell.env_input(env) + b" and the rest", capture_output=True)
     assert res.stdout == b"hf_s3cr3t value and the rest"
+
+
+@pytest.mark.parametrize("sh", ["sh", "bash"])
+def test_write_file_never_commits_a_cut_off_write(sh, tmp_path):
+    """The writer killed mid-write closes the pipe: the script's `cat` sees EOF as the end. The
+    record that was there stays (a 0-byte or half record made `stop NAME` say "no run named")."""
+    rec = tmp_path / "r.json"
+    rec.write_bytes(b'{"old": 1}')
+    data = b'{"name": "x", "job_id": "12"}'
+    cut = subprocess.run([sh, "-c", shell.WRITE_FILE, "sh", str(rec), "600", str(len(data))], input=data[:7])
+    assert cut.returncode == 1 and rec.read_bytes() == b'{"old": 1}'
+    empty = subprocess.run([sh, "-c", shell.WRITE_FILE, "sh", str(rec), "600", str(len(data))], input=b"")
+    assert empty.returncode == 1 and rec.read_bytes() == b'{"old": 1}'
+    whole = subprocess.run([sh, "-c", shell.WRITE_FILE, "sh", str(rec), "600", str(len(data))], input=data)
+    assert whole.returncode == 0 and rec.read_bytes() == data
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]  # no temp file left
