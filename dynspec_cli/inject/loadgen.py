@@ -14,7 +14,8 @@ Input: one JSON object as argv[1]::
     duration        float  seconds of traffic (no request starts after it)
     max_requests    int    requests in all (0 = no bound)
     max_new_tokens  int    per request (ignore_eos, so each request generates exactly this many)
-    prompt          str    the prompt text
+    prompt          str    the prompt text (sent as token ids, its UTF-8 bytes, to a server started with
+                           --skip-tokenizer-init: such a server takes only input_ids)
     request_timeout float  seconds per request (default 120)
     drain           float  seconds to wait for requests in flight after `duration` (default 30)
     sample_every    float  seconds between /metrics samples while loading (0 = none; default 0.25)
@@ -130,6 +131,7 @@ def server_info(base, keys, timeout=10.0):
                     mrr = s.get("effective_max_running_requests_per_dp")
                     break
         return {"endpoint": path, "version": info.get("version"),
+                "skip_tokenizer_init": info.get("skip_tokenizer_init"),
                 "speculative_algorithm": info.get("speculative_algorithm"), "max_running_requests": mrr,
                 "avg_spec_accept_length": avg, "keys": {k: info.get(k) for k in keys if k in info}}
     return {"endpoint": None, "error": "no /server_info or /get_server_info"}
@@ -158,9 +160,12 @@ def metrics(base, timeout=5.0):
 def worker(st, deadline):
     a = st.args
     base = a["base"]
-    body = json.dumps({"text": a.get("prompt") or "Tell me about speculative decoding.",
-                       "sampling_params": {"max_new_tokens": int(a.get("max_new_tokens") or 128),
-                                           "temperature": 0, "ignore_eos": True}}).encode("utf-8")
+    prompt = a.get("prompt") or "Tell me about speculative decoding."
+    info = st.doc.get("server_info_before") or {}
+    source = ({"input_ids": list(bytearray(prompt.encode("utf-8")))} if info.get("skip_tokenizer_init")
+              else {"text": prompt})
+    sampling = {"max_new_tokens": int(a.get("max_new_tokens") or 128), "temperature": 0, "ignore_eos": True}
+    body = json.dumps(dict(source, sampling_params=sampling)).encode("utf-8")
     limit = int(a.get("max_requests") or 0)
     timeout = float(a.get("request_timeout") or 120)
     refused = 0

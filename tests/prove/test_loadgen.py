@@ -126,3 +126,36 @@ def test_unreachable_server_stops_early():
 def test_bad_input_is_json_too():
     doc = finish(start({"concurrency": 1}))  # no "base"
     assert doc["ok"] is False and "KeyError" in doc["error"] and doc["exception_traceback"]
+
+
+def test_a_server_without_tokenizer_gets_token_ids():
+    """sglang started with --skip-tokenizer-init answers a `text` request with HTTP 400 ("... need to
+    provide input_ids"); /server_info says skip_tokenizer_init true (the H200 run's server did)."""
+    seen = []
+
+    class H(handler(0.0)):
+        def do_GET(self):
+            if self.path == "/server_info":
+                return self._json(200, {"version": "0.5.12.post1", "skip_tokenizer_init": True,
+                                        "internal_states": [{"avg_spec_accept_length": 4.0}]})
+            self._json(404, {"detail": "Not Found"})
+
+        def do_POST(self):
+            n = int(self.headers.get("content-length") or 0)
+            body = json.loads(self.rfile.read(n))
+            seen.append(body)
+            if "input_ids" not in body:
+                return self._json(400, {"error": {"message": "need to provide input_ids"}})
+            self._json(200, {"output_ids": [7] * 4, "meta_info": {"completion_tokens": 4}})
+
+    srv = OldSglang(("127.0.0.1", 0), H)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        doc = finish(start({"base": f"http://127.0.0.1:{srv.server_address[1]}", "concurrency": 1,
+                            "duration": 0.5, "max_requests": 2, "max_new_tokens": 4, "prompt": "Hi",
+                            "sample_every": 0}))
+    finally:
+        srv.shutdown()
+    assert doc["completed"] == 2 and doc["failed"] == 0, doc
+    assert seen[0]["input_ids"] == [72, 105] and "text" not in seen[0]
+    assert doc["server_info_before"]["skip_tokenizer_init"] is True

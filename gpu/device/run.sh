@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# The H200 run (issue 17): on the GPU machine, from the repo root, with the wheelhouse carried in .gpu/:
+#     bash gpu/device/run.sh [STAGE...]        (default: every stage, in this order)
+# Stages: install model patch raw preflight launch prove gate throughput stop noprobe dead
+# Prints where it got to ([  12.3s] stage ...); everything it gathers goes to $OUT/artifacts.tgz.
+set -u -o pipefail
+export PYTHONUNBUFFERED=1
+OUT=${OUT:-/tmp/dynspec-gpu-out}
+W=/tmp/dynspec-gpu            # model, logs, artifacts
+A=$W/artifacts
+PY=${PY:-/opt/torch/.venv/bin/python3}
+PROFILE=gpu/device/tiny-eagle3.toml
+PORT=30000
+DIFF=gpu/patches/dynamic-spec-disable-0.5.12.post1.diff
+T0=$(date +%s%N)
+mkdir -p "$OUT" "$A" "$W/logs"
+export PYTHONPATH=/tmp/site LD_LIBRARY_PATH=$PWD/.gpu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 HF_HUB_OFFLINE=1
+say() { local ms=$(( ($(date +%s%N) - T0) / 1000000 )); printf '[%5d.%01ds] %s\n' $((ms / 1000)) $((ms % 1000 / 100)) "$*"; }
+dynspec() { "$PY" -m dynspec_cli "$@"; }
+timed() {  # timed NAME CMD... : run, print and record its wall time and exit code
+  local name=$1; shift; local s=$(date +%s%N)
+  "$@"; local rc=$?
+  local ms=$(( ($(date +%s%N) - s) / 1000000 ))
+  echo "$name rc=$rc wall_ms=$ms" | tee -a "$A/timings.txt"; return $rc
+}
+http() { "$PY" -c "import sys,urllib.request;print(urllib.request.urlopen('http://127.0.0.1:$PORT'+sys.argv[1],timeout=30).read().decode())" "$1"; }
+finish() { cp -r "$W/logs" "$A/" 2>/dev/null; cp -r ~/.dynspec/runs "$A/records" 2>/dev/null
+           tar czf "$OUT/artifacts.tgz" -C "$A" . ; say "artifacts: $(du -h "$OUT/artifacts.tgz" | cut -f1)"; }
+trap finish EXIT
+gone() {  # nothing of the server left?
+  sleep 1; if pgrep -af "sglang[.]launch_server|sglang::"; then say "LEFT RUNNING (above)"; return 1; fi
+  say "no sglang process left"; }
+
+stage_install() {
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$A/nvidia-smi.txt"
+  timed install "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .gpu/wheels/*.whl || return 1
+  "$PY" -c "import torch, sgl_kernel, sglang, dynspec_cli; print('torch', torch.__version__, 'sglang', sglang.__version__, 'sgl_kernel', sgl_kernel.__version__, 'cuda', torch.cuda.is_available())"
+}
+stage_model() { "$PY" gpu/device/make_model.py "$W/model"; }
+stage_patch() { "$PY" gpu/device/apply_patch.py /tmp/site "$DIFF"; }
+
+stage_raw() {  # the same server without dynspec: the launch-to-ready baseline, and a first request
+  local s=$(date +%s%N) args
+  args=$("$PY" -c "import tomllib;f=tomllib.load(open('$PROFILE','rb'))['flags'];print(' '.join('--'+k if v is True else f'--{k} {v}' for k,v in f.items()))")
+  "$PY" -m sglang.launch_server $args --port $PORT > "$W/logs/raw.log" 2>&1 &
+  local pid=$!
+  for i in $(seq 1 400); do
+    if ! kill -0 $pid 2>/dev/null; then say "raw server exited"; tail -40 "$W/logs/raw.log"; return 1; fi
+    if "$PY" -c "import urllib.request;urllib.request.urlopen('http://127.0.0.1:$PORT/health_generate',timeout=5)" 2>/dev/null; then break; fi
+    sleep 0.5
+  done
+  echo "raw_ready wall_ms=$(( ($(date +%s%N) - s) / 1000000 ))" | tee -a "$A/timings.txt"
+  "$PY" -c "import urllib.request as u;print(u.urlopen(u.Request('http://127.0.0.1:$PORT/generate',data=b'{\"input_ids\":[10,11,12,13],\"sampling_params\":{\"max_new_tokens\":16,\"temperature\":0}}',headers={'Content-Type':'application/json'}),timeout=60).read().decode())" | tee "$A/raw-generate.json"
+  http /server_info > "$A/raw-server_info.json"; http /metrics > "$A/raw-metrics.txt"
+  kill -INT $pid; wait $pid; gone
+}
+stage_preflight() {
+  timed preflight dynspec preflight "$PROFILE" | tee "$A/preflight.txt"
+  dynspec preflight "$PROFILE" --json > "$A/preflight.json"
+}
+stage_launch() {
+  timed launch dynspec launch "$PROFILE" 2>&1 | tee "$A/launch.txt"
+  http /server_info > "$A/server_info.json"; http /metrics > "$A/metrics-after-launch.txt"
+  grep -a "DYNSPEC-PROBE" "$W/logs/tiny-eagle3.log" > "$A/probe-lines.txt"; wc -l < "$A/probe-lines.txt"
+  dynspec verify "$W/logs/tiny-eagle3.log" --json > "$A/verify-launch.json"; echo "verify rc=$?"
+}
+stage_prove() {
+  timed prove dynspec prove tiny-eagle3 --steps 1,5,6,10 --duration 8 --max-new-tokens 128 \
+    --report "$A/prove" 2>&1 | tee "$A/prove.txt"
+  http /metrics > "$A/metrics-after-prove.txt"
+}
+stage_gate() { timed gate dynspec gate tiny-eagle3 2>&1 | tee "$A/gate.txt"; }
+stage_throughput() { "$PY" gpu/device/throughput.py $PORT --concurrency 4 --duration 15 | tee "$A/throughput-probe.json"; }
+stage_stop() { timed stop dynspec stop tiny-eagle3 2>&1 | tee "$A/stop.txt"; dynspec status 2>&1 | tee "$A/status.txt"; gone; }
+stage_noprobe() {
+  timed launch_noprobe dynspec launch "$PROFILE" --no-probe --name tiny-noprobe 2>&1 | tee "$A/launch-noprobe.txt"
+  "$PY" gpu/device/throughput.py $PORT --concurrency 4 --duration 15 | tee "$A/throughput-noprobe.json"
+  dynspec stop tiny-noprobe; gone
+}
+stage_dead() {  # spec v2 off on 0.5.12.post1: EAGLEWorker (V1) runs, the patch in EAGLEWorkerV2 is dead code
+  SGLANG_ENABLE_SPEC_V2=False timed preflight_dead dynspec preflight "$PROFILE" 2>&1 | tee "$A/preflight-dead.txt"
+  timed launch_dead dynspec launch "$PROFILE" --no-preflight --env SGLANG_ENABLE_SPEC_V2=False --name tiny-dead \
+    2>&1 | tee "$A/launch-dead.txt"
+  grep -c -a "Load weight end" "$W/logs/tiny-dead.log" | sed 's/^/weights loaded lines in the dead log: /'
+  gone
+}
+
+STAGES=${*:-install model patch raw preflight launch prove gate throughput stop noprobe dead}
+for s in $STAGES; do
+  say "stage $s"
+  "stage_$s" || { say "stage $s FAILED"; [ "$s" = install ] && exit 1; }
+done
+say "done"
