@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The H200 run (issue 17): on the GPU machine, from the repo root, with the wheelhouse carried in .gpu/:
 #     bash gpu/device/run.sh [STAGE...]        (default: every stage, in this order)
-# Stages: install model patch raw preflight launch prove gate throughput stop noprobe dead
+# Stages: install model patch raw preflight launch prove gate throughput stop dead noprobe
 # Prints where it got to ([  12.3s] stage ...); everything it gathers goes to $OUT/artifacts.tgz.
 set -u -o pipefail
 export PYTHONUNBUFFERED=1
@@ -28,6 +28,7 @@ http() { "$PY" -c "import sys,urllib.request;print(urllib.request.urlopen('http:
 finish() { cp -r "$W/logs" "$A/" 2>/dev/null; cp -r ~/.dynspec/runs "$A/records" 2>/dev/null
            tar czf "$OUT/artifacts.tgz" -C "$A" . ; say "artifacts: $(du -h "$OUT/artifacts.tgz" | cut -f1)"; }
 trap finish EXIT
+trap "say interrupted; exit 143" TERM INT
 gone() {  # nothing of the server left?
   sleep 1; if pgrep -af "sglang[.]launch_server|sglang::"; then say "LEFT RUNNING (above)"; return 1; fi
   say "no sglang process left"; }
@@ -87,7 +88,7 @@ stage_dead() {  # spec v2 off on 0.5.12.post1: EAGLEWorker (V1) runs, the patch 
   gone
 }
 
-STAGES=${*:-install model patch raw preflight launch prove gate throughput stop noprobe dead}
+STAGES=${*:-install model patch raw preflight launch prove gate throughput stop dead noprobe}
 for s in $STAGES; do
   say "stage $s"
   "stage_$s" || { say "stage $s FAILED"; [ "$s" = install ] && exit 1; }
