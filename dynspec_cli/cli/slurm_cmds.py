@@ -149,6 +149,8 @@ def _watched(login, rec, feature, out, json_out, *, timeout, pending_timeout, st
             out.print(f"cancelled job {rec.job_id}: {'gone from squeue' if o.gone else 'STILL in squeue'}")
     if o.why == "pending":
         sys.stderr.write(f"dynspec: error: {o.message}; cancelled\n")
+    elif o.why == "preflight-failed":
+        sys.stderr.write(f"dynspec: error: {o.message}\n")
     return o.exit_code
 
 

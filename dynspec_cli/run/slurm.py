@@ -90,7 +90,8 @@ class SlurmSpec(msgspec.Struct, forbid_unknown_fields=True, rename="kebab"):
         for opt in self.extra:
             if not opt.startswith("--") or "\n" in opt:
                 raise ValueError(f"extra: {opt!r}: give each sbatch option as one '--name=value' string")
-            if opt.split("=", 1)[0] in ("--nodes", "-N", "--ntasks-per-node", "--output", "--job-name", "--parsable"):
+            if opt.split("=", 1)[0] in ("--nodes", "-N", "--ntasks-per-node", "--output", "--job-name", "--parsable",
+                                        "--open-mode"):
                 raise ValueError(f"extra: {opt!r} is set by dynspec (use the [slurm] keys)")
         if not 0 <= self.dist_init_port <= 65535:
             raise ValueError(f"dist-init-port = {self.dist_init_port}: not a TCP port")
@@ -185,7 +186,9 @@ class Job:
 
 def _sbatch_lines(sp: SlurmProfile, name: str, batch_log: str) -> list[str]:
     s = sp.slurm
-    out = [f"--job-name=dynspec-{name}", f"--nodes={s.nodes}", "--ntasks-per-node=1", f"--output={batch_log}"]
+    # append: the nodes add their preflight reports to the job's log too
+    out = [f"--job-name=dynspec-{name}", f"--nodes={s.nodes}", "--ntasks-per-node=1", f"--output={batch_log}",
+           "--open-mode=append"]
     for key, opt in (("partition", "partition"), ("account", "account"), ("qos", "qos"), ("time", "time"),
                      ("constraint", "constraint")):
         v = getattr(s, key)
@@ -278,14 +281,25 @@ def render(login: Host, sp: SlurmProfile, feature, *, jobdir: str, probe_env: di
         # a secret flag's value does not change the verdict: preflight sees it masked
         server = " -- " + shell_words(redact_argv(argv)[3:])
         pre_argv = " ".join(q(x) for x in pf[1:])
+        # the verdict file appears only once the report is in the job's log (dynspec reads the
+        # file and cancels the job); a node's report goes in whole (one cat, O_APPEND)
         node += [
-            f"{pf[0]} {pre_argv} --json{server} > \"$PRE\" 2>/dev/null",
-            "rc=$?",
-            'if [ "$rc" = 1 ]; then',
-            '  echo "dynspec: preflight on node $RANK ($(hostname)) is dead; the server is not started:" >&2',
-            f"  {pf[0]} {pre_argv}{server} >&2",
-            "  exit 1",
+            f"{pf[0]} {pre_argv} --json{server} > \"$PRE.tmp\" 2> \"$PRE.err\"",
+            "rc=$?; stop=",
+            "if ! grep -q '\"verdict\"' \"$PRE.tmp\" 2>/dev/null; then  # dynspec did not run: no verdict, no server",
+            "  stop=2",
+            '  { echo "dynspec: preflight could not run on node $RANK ($(hostname)): exit $rc:"; '
+            'tail -n 5 "$PRE.err"; } > "$PRE.txt" 2>&1',
+            '  printf \'{"verdict": "error", "exit_code": %s}\\n\' "$rc" > "$PRE.tmp"',
+            'elif [ "$rc" = 1 ]; then',
+            "  stop=1",
+            '  { echo "dynspec: preflight on node $RANK ($(hostname)) is dead; the server is not started:"; '
+            f'{pf[0]} {pre_argv}{server}; }} > "$PRE.txt" 2>&1',
             "fi",
+            'if [ -n "$stop" ]; then',
+            f'  cat "$PRE.txt" >> {q(batch_log)}; mv -f -- "$PRE.tmp" "$PRE"; exit "$stop"',
+            "fi",
+            'mv -f -- "$PRE.tmp" "$PRE"',
         ]
     penv = dict(probe_env or {})
     envline = " ".join(f"{k}={q(v)}" for k, v in penv.items())
@@ -866,13 +880,9 @@ def watch(login: Host, rec: SlurmRecord, feature, *, timeout: Optional[float], p
                 last_shown = (st.shown(), [s.verdict for s in states], states[0].ready)
                 on_change(rec, st, states)
             pre = read_preflight(login, rec) if threads or st.ended else []
-            dead_pre = [(r, p) for r, p in enumerate(pre) if p and p.get("verdict") == "dead"]
-            if dead_pre:
-                r, p = dead_pre[0]
-                first = next((f for f in p.get("findings") or [] if f.get("severity") == "error"), None)
-                msg = f"preflight on node {r} ({states[r].host}) is dead" + (
-                    f": {first['code']} {first['message']}" if first else "") + "; the server was not started"
-                outcome = SlurmOutcome("dead", 1, "preflight", msg, states, st, culprit=r, preflight=pre)
+            stopped = [(r, p) for r, p in enumerate(pre) if p and p.get("verdict") in ("dead", "error")]
+            if stopped:
+                outcome = _preflight_stopped(login, rec, states, st, pre, *stopped[0])
                 break
             if threads:
                 g = _decide(states)
@@ -922,6 +932,27 @@ def watch(login: Host, rec: SlurmRecord, feature, *, timeout: Optional[float], p
     rec.verdict, rec.state = outcome.verdict, outcome.job.state
     save(login, rec)
     return outcome
+
+
+def _preflight_stopped(login: Host, rec: SlurmRecord, states, st: JobState, pre: list, r: int,
+                       p: dict) -> SlurmOutcome:
+    """Node r's preflight ended the job: dead (with the first error and its fix), or it could not
+    run at all (`[slurm] dynspec` missing on the nodes: exit 127, or failing), which is no verdict."""
+    where = f"node {r} ({states[r].host})"
+    if p["verdict"] == "error":
+        rc = p.get("exit_code")
+        try:
+            err = login.read_file(f"{rec.preflight_files[r]}.err").decode("utf-8", "replace").strip().splitlines()
+        except (FileNotFoundError, PermissionError):
+            err = []
+        why = " (command not found)" if rc == 127 else (f": {err[-1].strip()}" if err else "")
+        msg = (f"preflight could not run on {where}: [slurm] dynspec exited {rc}{why}; the server was not "
+               f"started (set [slurm] dynspec to how the nodes run dynspec, or launch with --no-preflight)")
+        return SlurmOutcome("inconclusive", 2, "preflight-failed", msg, states, st, culprit=r, preflight=pre)
+    first = next((f for f in p.get("findings") or [] if f.get("severity") == "error"), None)
+    msg = f"preflight on {where} is dead" + (f": {first['code']} {first['message']}" if first else "") + (
+        f"; fix: {first['fix']}" if first and first.get("fix") else "") + "; the server was not started"
+    return SlurmOutcome("dead", 1, "preflight", msg, states, st, culprit=r, preflight=pre)
 
 
 def _ended(states, st: JobState) -> SlurmOutcome:

@@ -9,6 +9,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -113,9 +114,34 @@ def test_dead_preflight_on_the_node_ends_the_job_with_the_report_in_its_log(tmp_
     assert doc["verdict"] == "dead" and doc["why"] == "preflight", doc["message"]
     assert "preflight on node" in doc["message"] and "the server was not started" in doc["message"]
     assert "DS201" in doc["message"] and "EAGLEWorker, not EAGLEWorkerV2" in doc["message"]
+    assert "; fix: " in doc["message"] and "SGLANG_ENABLE_SPEC_V2=True" in doc["message"]  # the fix, shown
     rec = slurm_record(name)
     job_log = Path(rec["batch_log"]).read_text()
     assert "preflight on node" in job_log and "is dead; the server is not started" in job_log
+    # the node's whole report is in the job's log before dynspec cancels the job (it used to be cut off)
+    culprit = doc["culprit"]
+    report = job_log.split(f"preflight on node {culprit} ")[1]
+    assert "DEAD" in report and "DS201" in report and "fix:" in report and "SGLANG_ENABLE_SPEC_V2=True" in report
+    for log in rec["logs"]:  # no server started on any node
+        assert not Path(log).exists() or "DYNSPEC-LAUNCH" not in Path(log).read_text()
+    assert not slurm.queued()
+
+
+@pytest.mark.parametrize("dynspec, why", [
+    ("/nonexistent/venv/bin/dynspec", "exited 127 (command not found)"),  # not installed on the nodes
+    (f'{sys.executable} -c \'import sys; sys.exit("no dynspec here")\'', "exited 1: no dynspec here"),
+])
+def test_preflight_that_cannot_run_on_the_nodes_is_a_clear_failure(tmp_path, slurm, name, dynspec, why):
+    """`[slurm] dynspec` that does not run on the nodes: no verdict, so no server either (it used to
+    be skipped silently and the server started), one line naming it, exit 2, nothing queued."""
+    prof = write_slurm_profile(tmp_path / "s.toml", name, slurm={"dynspec": dynspec})
+    r = ds("launch", str(prof))
+    assert r.returncode == 2, r.stdout + r.stderr
+    err = [ln for ln in r.stderr.splitlines() if ln.startswith("dynspec: error:")]
+    assert len(err) == 1 and "preflight could not run on node" in err[0] and why in err[0], r.stderr
+    assert "[slurm] dynspec" in err[0] and "--no-preflight" in err[0]
+    rec = slurm_record(name)
+    assert "preflight could not run on node" in Path(rec["batch_log"]).read_text()
     for log in rec["logs"]:  # no server started on any node
         assert not Path(log).exists() or "DYNSPEC-LAUNCH" not in Path(log).read_text()
     assert not slurm.queued()
