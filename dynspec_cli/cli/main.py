@@ -151,15 +151,47 @@ def main() -> None:
     sys.exit(code)
 
 
+class _Interrupted(Exception):
+    """A KeyboardInterrupt that left a command (carried past typer, which would exit 130 in silence)."""
+
+
+def _interrupts_reach_main(app) -> None:
+    """Every command's Ctrl-C that the command itself does not handle reaches main(), which says
+    `dynspec: interrupted`: typer turns a KeyboardInterrupt into a silent exit 130."""
+    import functools
+
+    def wrap(fn):
+        if fn is None or getattr(fn, "_dynspec_wrapped", False):
+            return fn
+
+        @functools.wraps(fn)
+        def run(*args, **kwargs):
+            try:
+                return fn(*args, **kwargs)
+            except KeyboardInterrupt:
+                raise _Interrupted() from None
+
+        run._dynspec_wrapped = True
+        return run
+
+    todo = [app]
+    while todo:
+        t = todo.pop()
+        for info in t.registered_commands:
+            info.callback = wrap(info.callback)
+        todo += [g.typer_instance for g in t.registered_groups if g.typer_instance is not None]
+
+
 def run_app() -> int:
     """The full typer app; a usage error is one line naming the problem, exit 2."""
     import typer
 
     from dynspec_cli.cli.app import app
 
+    _interrupts_reach_main(app)
     try:
         rv = app(standalone_mode=False, prog_name="dynspec")
-    except typer.Abort:
+    except (typer.Abort, _Interrupted):
         raise KeyboardInterrupt from None
     except typer.TyperException as e:
         message = e.format_message()

@@ -131,12 +131,37 @@ class LaunchScreen:
         self.display.update(v)
 
 
+def _interrupted(out: "Console", target, result) -> int:
+    """Ctrl-C: what became of the run, always with its name; a run that may still be running is
+    said on stderr with the command that stops it."""
+    import sys
+
+    from dynspec_cli.report.hints import command
+    from dynspec_cli.verdict.codes import INTERRUPTED
+
+    rec, name = result.record, result.name
+    if result.left:
+        pid = f" (pid {rec.pid})" if rec is not None and rec.pid else ""
+        sys.stderr.write(f"dynspec: interrupted: run {name}{pid} may still be running on {target.name} "
+                         f"({result.left}); stop it with: {command('stop', name, host=target)}\n")
+    elif result.detached:
+        out.print(f"\ndetached: {name} keeps running on {target.name}; re-attach with: "
+                  f"{command('watch', name, host=target)}", markup=False)
+    elif rec is None:
+        out.print(f"\ninterrupted: {name} was not started; no process of it runs", markup=False)
+    else:
+        out.print(f"\ninterrupted: stopped {name} (process group {rec.pgid}); no process remains", markup=False)
+    return INTERRUPTED
+
+
 def render_launched(out: "Console", target, result, json_out: bool) -> int:
     """The end of a launch or watch on the terminal (or as JSON); returns the exit code."""
     from dynspec_cli.report.jsonout import emit
-    from dynspec_cli.verdict.codes import EXIT, INTERRUPTED
+    from dynspec_cli.verdict.codes import EXIT
 
     rec = result.record
+    if result.kind == "interrupted":
+        return _interrupted(out, target, result)
     if result.kind == "refused":
         if json_out:
             emit({"preflight": result.preflight, "verdict": "dead", "exit_code": EXIT["dead"], "started": False})
@@ -155,14 +180,6 @@ def render_launched(out: "Console", target, result, json_out: bool) -> int:
         else:
             out.print(f"  watch it to its verdict: {watch}\n  stop it: {stop}")
         return 0
-    if result.kind == "interrupted":
-        if result.detached:
-            out.print(f"\ndetached: {rec.name} keeps running on {target.name}; re-attach with: {watch}")
-        elif result.stopped:
-            out.print(f"\ninterrupted: stopped {rec.name} (process group {rec.pgid}); no process remains")
-        else:
-            out.print(f"\ninterrupted: processes of {rec.name} (group {rec.pgid}) survived SIGKILL; {stop}")
-        return INTERRUPTED
     o = result.outcome
     doc = o.verdict.to_json()
     doc["run"] = {"name": rec.name, "host": target.name, "pid": rec.pid, "log": rec.log, "why": o.why,

@@ -112,13 +112,15 @@ def start(host: Host, prof: Profile, feature: Feature, *, replace: bool, sglang_
                     state=records.STARTING, token=token, launcher=records.launcher_id(),
                     pid_file=records.pid_file_path(host, prof.name, token))
     records.save(host, rec)
-    _pause_at("intent")
+    spawning = False
     try:
+        _pause_at("intent")
         header = {"name": prof.name, "argv": redact_argv(argv), "env": redact_env(prof.env),
                   "started_at": rec.started_at, "feature": feature.name}
         host.run(["sh", "-c", 'printf "%s\\n" "$1" >> "$2"', "sh", LAUNCH_PREFIX + json.dumps(header), log],
                  check=True, timeout=30)
         _pause_at("header")
+        spawning = True
         spawned = host.spawn_tracked(argv, env={**env, records.TOKEN_VAR: token},
                                      cwd=records.expand(host, prof.workdir) if prof.workdir else None,
                                      log_path=log, pid_file=rec.pid_file)
@@ -126,27 +128,26 @@ def start(host: Host, prof: Profile, feature: Feature, *, replace: bool, sglang_
         rec.pid, rec.pgid, rec.state = spawned.pid, spawned.pgid, records.STARTED
         rec.leader_start = records.leader_start(host, spawned.pid)
         records.save(host, rec)
-    except BaseException as e:
-        _settle(host, rec, interrupted=isinstance(e, KeyboardInterrupt))
+        ownership.forget_pid_file(host, rec)
+        _pause_at("recorded")
+    except BaseException:
+        _settle(host, rec, spawning=spawning)
         raise
-    ownership.forget_pid_file(host, rec)
-    _pause_at("recorded")
     return rec
 
 
-def _settle(host: Host, rec: RunRecord, *, interrupted: bool) -> None:
-    """The launch broke off: complete the record from the host, so the server (if any) is known."""
-    import sys
-
+def _settle(host: Host, rec: RunRecord, *, spawning: bool) -> None:
+    """The start broke off (an error, Ctrl-C): complete the record from the host, so the server,
+    if any, is known. Before the spawn began nothing can have started: the run is "not started".
+    What to stop or to say is the caller's (launch.interrupted)."""
     try:
-        rec = ownership.resolve(host, records.load(host, rec.name) or rec)
-    except BaseException:  # noqa: B902 - the intent record on the host still leads to the server
-        return
-    if interrupted and rec.state == records.STARTED and rec.stopped_at is None:
-        from dynspec_cli.report.hints import command
-
-        sys.stderr.write(f"dynspec: interrupted while starting {rec.name}: pid {rec.pid} keeps running on "
-                         f"{host.name}; stop it with: {command('stop', rec.name, host=host)}\n")
+        if spawning:
+            ownership.resolve(host, records.load(host, rec.name) or rec)
+        elif rec.state == records.STARTING:
+            rec.state, rec.stopped_at = records.NOT_STARTED, records.now()
+            records.save(host, rec)
+    except BaseException:  # noqa: B902 - the record on the host still leads to the server
+        pass
 
 
 def _pause_at(step: str) -> None:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional, Protocol
 
 from dynspec_cli.knowledge.features import Feature
-from dynspec_cli.run import control
+from dynspec_cli.run import control, records
 from dynspec_cli.run.profiles import Profile
 from dynspec_cli.run.records import RunRecord
 from dynspec_cli.run.watch import Outcome, watch
@@ -34,10 +34,12 @@ class Launched:
 
     kind: str
     preflight: Optional[dict[str, Any]] = None
-    record: Optional[RunRecord] = None
+    record: Optional[RunRecord] = None  # interrupted: None when nothing was started
     outcome: Optional[Outcome] = None
     stopped: bool = False
     detached: bool = False  # interrupted and left running, as asked
+    left: Optional[str] = None  # interrupted: why the run may still be running (not stopped, not asked to stay)
+    name: str = ""  # the run's name (also when no record is known)
 
 
 class Screen(Protocol):
@@ -77,12 +79,17 @@ def launch(host: Host, prof: Profile, feature: Feature, opts: LaunchOptions, scr
         screen.preflight(pre)
         if pre["verdict"] == "dead":
             return Launched("refused", preflight=pre)
-    rec = start_prepared(host, prof, feature, pre=pre, probe=opts.probe, replace=opts.replace)
-    screen.started(host, rec, prof)
-    if not opts.watch:
-        return Launched("started", preflight=pre, record=rec)
-    return watch_or_interrupt(host, rec, feature, timeout=opts.timeout or prof.ready_timeout, keep=opts.keep,
-                              detach=opts.detach, on_update=screen.update, pre=pre)
+    since = records.now()
+    try:  # from here on, Ctrl-C at any moment ends in `interrupted`
+        rec = start_prepared(host, prof, feature, pre=pre, probe=opts.probe, replace=opts.replace)
+        screen.started(host, rec, prof)
+        if not opts.watch:
+            return Launched("started", preflight=pre, record=rec, name=rec.name)
+        o = watch(host, rec, feature, timeout=opts.timeout or prof.ready_timeout, keep=opts.keep,
+                  on_update=screen.update)
+    except KeyboardInterrupt:
+        return interrupted(host, prof.name, detach=opts.detach, since=since, pre=pre)
+    return Launched("watched", preflight=pre, record=rec, outcome=o, stopped=o.stopped, name=rec.name)
 
 
 def watch_or_interrupt(host: Host, rec: RunRecord, feature: Feature, *, timeout: Optional[float], keep: bool,
@@ -92,7 +99,47 @@ def watch_or_interrupt(host: Host, rec: RunRecord, feature: Feature, *, timeout:
     try:
         o = watch(host, rec, feature, timeout=timeout, keep=keep, on_update=on_update)
     except KeyboardInterrupt:
+        return interrupted(host, rec.name, detach=detach, rec=rec, pre=pre)
+    return Launched("watched", preflight=pre, record=rec, outcome=o, stopped=o.stopped, name=rec.name)
+
+
+def interrupted(host: Host, name: str, *, detach: bool, since: float = 0.0, rec: Optional[RunRecord] = None,
+                pre: Optional[dict[str, Any]] = None) -> Launched:
+    """Ctrl-C at any moment of a launch or watch: the run this launch started (its record, written
+    at or after `since`) is stopped and confirmed gone, or left running as asked (`detach`), or,
+    when that cannot be done (a second Ctrl-C, the host unreachable, a start still unresolved), the
+    result says why it may still run, so its name and the stop command get printed."""
+    from dynspec_cli.transport import TransportError
+
+    try:
+        rec = rec or _started_since(host, name, since)
+        if rec is None or rec.state == records.NOT_STARTED:
+            return Launched("interrupted", preflight=pre, record=None, stopped=True, name=name)
+        if rec.state == records.STARTING:
+            return Launched("interrupted", preflight=pre, record=rec, name=name,
+                            left="its start was cut short before its pid was known")
         if detach:
-            return Launched("interrupted", preflight=pre, record=rec, detached=True)
-        return Launched("interrupted", preflight=pre, record=rec, stopped=control.stop(host, rec))
-    return Launched("watched", preflight=pre, record=rec, outcome=o, stopped=o.stopped)
+            return Launched("interrupted", preflight=pre, record=rec, detached=True, name=name)
+        if control.stop(host, rec):
+            return Launched("interrupted", preflight=pre, record=rec, stopped=True, name=name)
+        return Launched("interrupted", preflight=pre, record=rec, name=name, left="its processes survived SIGKILL")
+    except KeyboardInterrupt:
+        why = "interrupted again while it was being stopped"
+    except (control.RunError, TransportError) as e:
+        why = f"it could not be stopped: {e}"
+    return Launched("interrupted", preflight=pre, record=rec, name=name, left=why)
+
+
+def _started_since(host: Host, name: str, since: float) -> Optional[RunRecord]:
+    """The record of `name` if this launch wrote it (None: it never got that far). A start cut
+    short while spawning resolves once the spawn's pid file is on the host: wait a moment for it."""
+    import time
+
+    deadline = time.monotonic() + 3.0
+    while True:
+        rec = records.load(host, name)  # resolves a "starting" record from the host
+        if rec is None or rec.started_at < since:
+            return None
+        if rec.state != records.STARTING or time.monotonic() >= deadline:
+            return rec
+        time.sleep(0.1)

@@ -58,7 +58,8 @@ def launch_and_kill(tmp_path: Path, name: str, sig: int, *, step: str | None = N
     else:
         time.sleep(delay)
     proc.send_signal(sig)
-    proc.communicate(timeout=60)
+    out, err = proc.communicate(timeout=60)
+    launch_and_kill.output = out.decode() + err.decode()
     return port, proc.returncode
 
 
@@ -111,14 +112,23 @@ def test_killed_at_each_step_of_start_leaves_a_stoppable_run(tmp_path, step, sig
         port, rc = launch_and_kill(tmp_path, name, sig, step=step)
         assert rc in (-9, 130), rc
         before = json.loads((runs_dir() / f"{name}.json").read_text())
+        output = launch_and_kill.output
         got = check_no_orphan(name, port, must_list=True)
         spawned = step in ("spawned", "recorded")
         if step in ("intent", "header") and sig == signal.SIGKILL:
             # the record was only the intent: the dead launcher is recognised, the run "not started"
             assert before["state"] == "starting" and got["listed"]["state"] == "not started"
-        if spawned:
+        if spawned and sig == signal.SIGKILL:
             assert got["listed"]["alive"] is True and got["listed"]["pid"] > 1  # found, then stopped
             assert got["record"]["stopped_at"] is not None and got["record"]["state"] == "started"
+        if sig == signal.SIGINT:  # Ctrl-C: dynspec itself stopped what it had started, and said so
+            assert "Traceback" not in output and not got["listed"]["alive"], output
+            if spawned:
+                assert before["state"] == "started" and before["stopped_at"] is not None
+                assert f"interrupted: stopped {name} (process group {before['pgid']}); no process remains" in output
+            else:
+                assert before["state"] == "not started", before
+                assert f"interrupted: {name} was not started; no process of it runs" in output
     finally:
         _sweep(name)
 
