@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The H200 run (issue 17): on the GPU machine, from the repo root, with the wheelhouse carried in .gpu/:
 #     bash gpu/device/run.sh [STAGE...]        (default: every stage, in this order)
-# Stages: install model patch raw preflight launch prove gate throughput stop dead noprobe
+# Stages: install model patch jit raw preflight launch prove gate throughput stop noprobe dead
 # Prints where it got to ([  12.3s] stage ...); everything it gathers goes to $OUT/artifacts.tgz.
 set -u -o pipefail
 export PYTHONUNBUFFERED=1
@@ -30,7 +30,9 @@ finish() { cp -r "$W/logs" "$A/" 2>/dev/null; cp -r ~/.dynspec/runs "$A/records"
 trap finish EXIT
 trap "say interrupted; exit 143" TERM INT
 gone() {  # nothing of the server left?
-  sleep 1; if pgrep -af "sglang[.]launch_server|sglang::"; then say "LEFT RUNNING (above)"; return 1; fi
+  sleep 1  # zombies (state Z) are not running: the container's init reaps them late
+  if ps -eo stat=,pid=,args= | awk '$1 !~ /^Z/' | grep -E "sglang[.]launch_server|sglang::"; then
+    say "LEFT RUNNING (above)"; return 1; fi
   say "no sglang process left"; }
 
 stage_install() {
@@ -40,6 +42,9 @@ stage_install() {
   "$PY" -c "import torch, sgl_kernel, sglang, dynspec_cli; print('torch', torch.__version__, 'sglang', sglang.__version__, 'sgl_kernel', sgl_kernel.__version__, 'cuda', torch.cuda.is_available())"
 }
 stage_model() { "$PY" gpu/device/make_model.py "$W/model"; }
+stage_jit() {  # flashinfer builds its norm kernels once (nvcc, cached in ~/.cache/flashinfer): before any timing
+  timed jit "$PY" -c "import torch, flashinfer.norm as n; x = torch.ones(4, 256, dtype=torch.bfloat16, device='cuda'); n.rmsnorm(x, x[0]); n.fused_add_rmsnorm(x, x.clone(), x[0]); torch.cuda.synchronize(); print('flashinfer norm kernels built')" 2>&1 | tail -25
+}
 stage_patch() { "$PY" gpu/device/apply_patch.py /tmp/site "$DIFF"; }
 
 stage_raw() {  # the same server without dynspec: the launch-to-ready baseline, and a first request
@@ -88,7 +93,7 @@ stage_dead() {  # spec v2 off on 0.5.12.post1: EAGLEWorker (V1) runs, the patch 
   gone
 }
 
-STAGES=${*:-install model patch raw preflight launch prove gate throughput stop dead noprobe}
+STAGES=${*:-install model patch jit raw preflight launch prove gate throughput stop noprobe dead}
 for s in $STAGES; do
   say "stage $s"
   "stage_$s" || { say "stage $s FAILED"; [ "$s" = install ] && exit 1; }
