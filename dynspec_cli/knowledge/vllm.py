@@ -60,11 +60,22 @@ class LineRow(_Row):
     text: Union[str, None] = None
     phase: Union[str, None] = None
     crash: Union[str, None] = None
+    startup_crash: bool = False  # written only while the server starts (before it is ready)
+    evidence: Union[Literal["served"], None] = None  # "served": the server answered or generated
     implies: dict[str, Any] = {}
 
 
 class LinesFile(_Row):
     line: list[LineRow]
+
+
+class StartupFrame(_Row):
+    path: str  # regex searched in the frame's file path
+    functions: list[str]
+
+
+class FramesFile(_Row):
+    startup: list[StartupFrame]
 
 
 class KnobRow(_Row):
@@ -115,6 +126,8 @@ class VllmKnowledge:
         self.proposers = tables.load_toml(d / "proposers.toml", ProposersFile).proposer
         self.lines = tables.load_toml(d / "log_lines.toml", LinesFile).line
         self.knobs = tables.load_toml(d / "knobs.toml", KnobsFile).knob
+        self.startup_frames = [(re.compile(f.path), frozenset(f.functions))
+                               for f in tables.load_toml(d / "frames.toml", FramesFile).startup]
         self.line_by_id = {r.id: r for r in self.lines}
         for r in self.runner_ranges:
             if r.fallback_warning and r.fallback_warning not in self.line_by_id:
@@ -248,6 +261,10 @@ class VllmKnowledge:
                     continue
             out.append(KnobIssue(k.key, k.status, k.note, k.warning))
         return out
+
+    def is_startup_frame(self, path: str, function: str) -> bool:
+        """A frame of code that runs only while the server starts (configs/vllm/frames.toml)."""
+        return any(function in funcs and rx.search(path) for rx, funcs in self.startup_frames)
 
     @functools.cached_property
     def matchers(self) -> list[tuple[LineRow, re.Pattern]]:

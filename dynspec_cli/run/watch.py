@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from dynspec_cli.knowledge.features import Feature
-from dynspec_cli.knowledge.findings import Finding
 from dynspec_cli.run import control, records
 from dynspec_cli.run.records import RunRecord
 from dynspec_cli.transport import Host, TransportError
@@ -127,13 +126,8 @@ def drain(host: Host, rec: RunRecord, pipe: Pipeline) -> None:
 
 def stalled(pipe: Pipeline, v: Verdict, quiet: float, where: str) -> Verdict:
     phase = (v.launch or {}).get("phase") or "args"
-    line = pipe.last_line
-    no, text = ((line.no or None), line.text) if line else (None, None)
     msg = f"stalled in {PHASE_WORDS.get(phase, phase)} on {where}: no log progress for {quiet:.0f}s"
-    v.verdict, v.crashed = "crashed", True
-    v.crash = {"exception": "Stalled", "message": msg, "line": no, "text": text}
-    v.findings.append(Finding("DS303", msg, line=no, text=text))
-    return v
+    return v.died("Stalled", msg, pipe.last_line, msg)
 
 
 def watch(host: Host, rec: RunRecord, feature: Feature, *, timeout: Optional[float], keep: bool,

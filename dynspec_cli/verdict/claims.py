@@ -1,5 +1,6 @@
-"""The four claims a verdict makes about a launch — `crashed`, `server_ready`,
-`speculative_algorithm`, `worker` — each proven (a value and the line that proves it), or null.
+"""The claims a verdict makes about a launch — `crashed`, `server_ready`, `speculative_algorithm`,
+`worker`, `speculative` (is speculative decoding on) — each proven (a value and the line that proves
+it), or null. The top-level JSON fields of the same names are these values (`TOP_LEVEL`).
 
 `false` needs positive evidence too: `crashed: false` only when the launch became ready or served
 requests after its last traceback and no crash line follows; `server_ready: false` only when the
@@ -25,6 +26,8 @@ if TYPE_CHECKING:
     from dynspec_cli.verdict.workers import WorkerAnalysis
 
 _NOT_WORKER_SUFFIX = "DraftWorker"
+NAMES = ("crashed", "server_ready", "speculative_algorithm", "worker", "speculative")
+TOP_LEVEL = ("crashed", "server_ready", "speculative_algorithm", "speculative")
 _TROUBLE_KINDS = {"traceback", "exception"}
 
 
@@ -49,6 +52,9 @@ class ClaimEvidence:
     command_line: Optional[Line] = None
     requested: dict[str, tuple[Any, Line]] = field(default_factory=dict)
     worker_line: Optional[Line] = None  # the frame that named the worker
+    spec_line: Optional[Line] = None  # a line only a speculating server writes (draft CUDA graph, ...)
+    accept_line: Optional[Line] = None  # a Decode batch line with `accept len`
+    decode_line: Optional[Line] = None  # the last Decode batch line
 
 
 # --- feeding -----------------------------------------------------------------------------------
@@ -76,6 +82,8 @@ def observe(judge: "Judge", la: "Launch", obs: Observation) -> bool:
     if obs.kind != "landmark":
         return False
     row = obs.landmark
+    if row.implies.get("speculative") is True and ev.spec_line is None:
+        ev.spec_line = line
     if row.crash:
         ev.trouble_line = line
         if row.startup_crash and ev.startup_line is None:
@@ -86,6 +94,10 @@ def observe(judge: "Judge", la: "Launch", obs: Observation) -> bool:
         return False
     if row.id in ("ready", "decode-batch") or row.evidence == "served":
         ev.served_line = line
+        if row.id == "decode-batch":
+            ev.decode_line = line
+            if obs.data.get("accept_len") is not None:
+                ev.accept_line = line
         if row.evidence == "served":
             la.in_traceback = False  # the server went on serving: whatever traceback came before ended
             if la.crash is not None and not la.crash.decisive and line.offset > la.crash.line.offset:
@@ -276,7 +288,7 @@ def _switch_settings(k: Knowledge, version: str) -> list[tuple[dict, set]]:
     return [({}, {r.switch.name}), ({}, set())]
 
 
-def _claim(value: Any, line: Optional[Line], basis: str) -> dict[str, Any]:
+def claim(value: Any, line: Optional[Line], basis: str) -> dict[str, Any]:
     if value is None:
         return {"value": None, "line": None, "text": None, "basis": basis or None}
     return {"value": value, "line": (line.no or None) if line else None,
@@ -284,43 +296,43 @@ def _claim(value: Any, line: Optional[Line], basis: str) -> dict[str, Any]:
 
 
 def build(k: Knowledge, la: "Launch", mask: int, *, crashed: bool, worker: dict[str, Any],
-          algorithm: Optional[str]) -> dict[str, Any]:
+          algorithm: Optional[str], spec_off: bool = False) -> dict[str, Any]:
     ev = la.ev
     # crashed
     if crashed and la.crash is not None:
-        c_crashed = _claim(True, la.crash.line, f"{la.crash.exception} at line {la.crash.line.no or '?'}")
+        c_crashed = claim(True, la.crash.line, f"{la.crash.exception} at line {la.crash.line.no or '?'}")
     else:
         after = [x for x in (la.ready, ev.served_line) if x is not None and
                  (ev.trouble_line is None or x.offset > ev.trouble_line.offset)]
         if after and la.crash is None or after and la.progress_after_crash:
             proof = max(after, key=lambda x: x.offset)
             what = "the server became ready" if proof is la.ready else "the server served requests"
-            c_crashed = _claim(False, proof, f"{what} after the last traceback, and no crash line follows")
+            c_crashed = claim(False, proof, f"{what} after the last traceback, and no crash line follows")
         else:
-            c_crashed = _claim(None, None, "no crash line, and no readiness or served request after the last traceback")
+            c_crashed = claim(None, None, "no crash line, and no readiness or served request after the last traceback")
     # server_ready
     if la.ready is not None:
-        c_ready = _claim(True, la.ready, "the ready line")
+        c_ready = claim(True, la.ready, "the ready line")
     elif crashed and ev.served_line is None and (ev.startup_line is not None or la.flag_rejected is not None):
         start = ev.startup_line or la.flag_rejected
-        c_ready = _claim(False, start, "the launch crashed while it was starting (this line runs only before ready)")
+        c_ready = claim(False, start, "the launch crashed while it was starting (this line runs only before ready)")
     else:
-        c_ready = _claim(None, None, "")
+        c_ready = claim(None, None, "")
     # speculative_algorithm: resolved (dump / probe) > warnings > the running worker's class > requested
     if algorithm:
-        c_algo = _claim(algorithm, la.algorithm_line, "server_args / probe (resolved by sglang)")
+        c_algo = claim(algorithm, la.algorithm_line, "server_args / probe (resolved by sglang)")
     elif la.algorithms and len(la.algorithms) == 1:
         line = next((o.line for o in la.warnings if o.warning.implies.algorithms), None)
-        c_algo = _claim(next(iter(la.algorithms)), line, "the launcher's warning")
+        c_algo = claim(next(iter(la.algorithms)), line, "the launcher's warning")
     else:
-        c_algo = _claim(None, None, "")
+        c_algo = claim(None, None, "")
         found = frame_worker(k, la, mask) if mask else None
         algos = _algorithms_of_class(k, found[0], mask) if found else set()
         if len(algos) == 1:
-            c_algo = _claim(next(iter(algos)), found[2], f"only {next(iter(algos))} runs {found[0]} (dispatch.toml)")
+            c_algo = claim(next(iter(algos)), found[2], f"only {next(iter(algos))} runs {found[0]} (dispatch.toml)")
         elif "speculative_algorithm" in ev.requested:
             value, line = ev.requested["speculative_algorithm"]
-            c_algo = _claim(k.canonical_algorithm(str(value).upper()), line, "requested by the launch command in the log")
+            c_algo = claim(k.canonical_algorithm(str(value).upper()), line, "requested by the launch command in the log")
     # worker
     wline = None
     if str(worker.get("basis") or "").startswith("probe"):
@@ -330,12 +342,32 @@ def build(k: Knowledge, la: "Launch", mask: int, *, crashed: bool, worker: dict[
     if wline is None and worker.get("class"):
         wline = next((x for x in (la.overlap_line, la.algorithm_line) if x is not None), None)
     value = worker.get("class") or (worker.get("module") or "").rsplit(".", 1)[-1] or None
-    c_worker = _claim(value, wline, worker.get("basis") or "")
-    return {"crashed": c_crashed, "server_ready": c_ready, "speculative_algorithm": c_algo, "worker": c_worker}
+    c_worker = claim(value, wline, worker.get("basis") or "")
+    return {"crashed": c_crashed, "server_ready": c_ready, "speculative_algorithm": c_algo, "worker": c_worker,
+            "speculative": _speculative(la, spec_off, c_algo, wline)}
+
+
+def _speculative(la: "Launch", spec_off: bool, c_algo: dict[str, Any], wline: Optional[Line]) -> dict[str, Any]:
+    """On: an algorithm is known, a decode line carries `accept len`, a line only speculation writes,
+    or a frame of the speculative package; off: the dump says speculative_algorithm=None, or decode
+    lines carry no `accept len`."""
+    if la.spec_off_line is not None:
+        return claim(False, la.spec_off_line, "server_args shows speculative_algorithm=None")
+    if spec_off:
+        return claim(False, la.ev.decode_line, "'Decode batch' lines without 'accept len'")
+    if c_algo["value"]:
+        return {**c_algo, "value": True, "basis": f"the algorithm is known ({c_algo['basis']})"}
+    frame = wline or next((f.line for f in la.ev.frames if frame_rules.rules().worker_dir in f.path.replace("\\", "/")), None)
+    for line, basis in ((la.ev.accept_line, "a 'Decode batch' line carries 'accept len'"),
+                        (la.ev.spec_line, "a line only a speculating server writes"),
+                        (frame, "a frame of sglang/srt/speculative/ ran")):
+        if line is not None:
+            return claim(True, line, basis)
+    return claim(None, None, "")
 
 
 def empty() -> dict[str, Any]:
-    return {k: _claim(None, None, "") for k in ("crashed", "server_ready", "speculative_algorithm", "worker")}
+    return {k: claim(None, None, "") for k in NAMES}
 
 
 def requested_vs_effective(la: "Launch") -> Optional[dict[str, Any]]:

@@ -123,7 +123,7 @@ class Verdict:
         return EXIT[self.verdict]
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        doc = {
             "verdict": self.verdict,
             "exit_code": self.exit_code,
             "feature": self.feature,
@@ -142,6 +142,21 @@ class Verdict:
             "claims": self.claims,
             "requested": self.requested,
         }
+        if self.claims:  # the top-level facts are the claims' values: null when the evidence does not say
+            for key in claims.TOP_LEVEL:
+                doc[key] = self.claims[key]["value"]
+        return doc
+
+    def died(self, exception: str, message: str, line: Optional[Line], finding: str) -> "Verdict":
+        """The server is gone (its process exited, or its log stalled): crashed, unless already dead."""
+        no, text = ((line.no or None), line.text) if line is not None else (None, None)
+        self.crashed = True
+        self.verdict = "dead" if self.verdict == "dead" else "crashed"
+        self.crash = {"exception": exception, "message": message, "line": no, "text": text}
+        self.findings.append(Finding("DS303", finding, line=no, text=text))
+        if self.claims:
+            self.claims["crashed"] = claims.claim(True, line, message)
+        return self
 
 
 @dataclass
@@ -426,7 +441,8 @@ class Judge:
                     "first_offset": la.first.offset, "phase": "ready" if la.ready else la.phase,
                     "shards": la.shards, "decode_lines": la.decode_lines,
                     "last_decode": la.last_decode or None},
-            claims=claims.build(self.k, la, j.mask, crashed=j.crashed, worker=j.worker, algorithm=la.algorithm),  # issue-12 hook
+            claims=claims.build(self.k, la, j.mask, crashed=j.crashed, worker=j.worker, algorithm=la.algorithm,
+                                spec_off=j.spec_off),
             requested=claims.requested_vs_effective(la),  # issue-12 hook
         )
 
@@ -618,13 +634,8 @@ class Judge:
     def exited(self, v: Verdict) -> Verdict:
         """The server process is gone before it was ready: a crash, whatever the log says."""
         la = self.launches[-1] if self.launches else None
-        line = la.last_line if la else None
-        no, text = ((line.no or None), line.text) if line else (None, None)
-        v.crashed = True
-        v.verdict = "crashed" if v.verdict != "dead" else "dead"
-        v.crash = {"exception": "ProcessExited", "message": "the server process exited", "line": no, "text": text}
-        v.findings.append(Finding("DS303", "the server process exited before it was ready.", line=no, text=text))
-        return v
+        return v.died("ProcessExited", "the server process exited", la.last_line if la else None,
+                      "the server process exited before it was ready.")
 
     def decided(self, v: Verdict, *, quiet_for: float = 0.0) -> bool:
         """True when more log lines cannot change the verdict of this launch."""

@@ -12,6 +12,7 @@ from dynspec_cli.evidence.rules import Observation
 from dynspec_cli.knowledge.features import Feature
 from dynspec_cli.knowledge.findings import Finding, doc
 from dynspec_cli.knowledge.vllm import VllmKnowledge
+from dynspec_cli.verdict import claims as claim_rules
 from dynspec_cli.verdict.judge import Verdict, _clip
 
 _V1_PATH = ("/vllm/v1/spec_decode/", "/vllm/v1/worker/gpu_model_runner.py")
@@ -38,10 +39,16 @@ class VllmLaunch:
     markers: list = field(default_factory=list)
     ready: Optional[Line] = None
     metrics: int = 0
+    metrics_line: Optional[Line] = None
     last_accept: Optional[str] = None
     gen_stats: int = 0
     crash: Optional[tuple[str, str, Line]] = None
     in_traceback: bool = False
+    traceback_line: Optional[Line] = None  # where the open traceback started
+    trouble_line: Optional[Line] = None  # the last traceback, frame or crash line
+    served_line: Optional[Line] = None  # the last line showing requests served
+    startup_line: Optional[Line] = None  # a crash line or frame that runs only while the server starts
+    spec_line: Optional[Line] = None  # a line only a speculating server writes (implies speculative)
     frames: list = field(default_factory=list)
     past_config: bool = False
     phase: str = "args"
@@ -107,17 +114,23 @@ class VllmJudge:
 
     def _on_traceback(self, la: VllmLaunch, obs: Observation) -> None:
         la.in_traceback = True
+        la.traceback_line = la.traceback_line or obs.line
+        la.trouble_line = obs.line
 
     def _on_exception(self, la: VllmLaunch, obs: Observation) -> None:
-        if la.in_traceback or la.crash is None:
-            if la.in_traceback:
-                la.crash = (obs.data["exception"], obs.data["message"], obs.line)
-                la.past_config = True
+        if la.in_traceback:
+            la.crash = (obs.data["exception"], obs.data["message"], obs.line)
+            la.trouble_line = obs.line
+            la.past_config = True
 
     def _on_frame(self, la: VllmLaunch, obs: Observation) -> None:
         la.in_traceback = True
+        la.traceback_line = la.traceback_line or obs.line
+        la.trouble_line = obs.line
         path = obs.data.get("path", "")
         la.frames.append(obs)
+        if la.startup_line is None and self.k.is_startup_frame(path.replace("\\", "/"), obs.data.get("function", "")):
+            la.startup_line = obs.line
         runner = "v2" if any(p in path for p in _V2_PATH) else "v1" if any(p in path for p in _V1_PATH) else None
         if runner and la.runner is None:
             self._set_runner(la, runner, obs.line, f"traceback frame in {path.split('/vllm/', 1)[-1]}")
@@ -129,8 +142,13 @@ class VllmJudge:
     def _on_landmark(self, la: VllmLaunch, obs: Observation) -> None:
         d, line, rid = obs.data, obs.line, obs.id
         row = self.k.line_by_id.get(rid)
+        if row is not None and row.implies.get("speculative") is True and la.spec_line is None:
+            la.spec_line = line
         if row is not None and row.crash:
             la.crash = la.crash or (row.crash, line.msg, line)
+            la.trouble_line = line
+            if row.startup_crash and la.startup_line is None:
+                la.startup_line = line
             la.past_config = True
             return
         if rid == "engine-config":
@@ -170,15 +188,21 @@ class VllmJudge:
             la.past_config = True
             return
         la.past_config = True
-        if la.crash and line.offset > la.crash[2].offset and rid in ("ready", "spec-metrics"):
+        served = rid in ("ready", "spec-metrics") or (row is not None and row.evidence == "served") or (
+            rid == "engine-stats" and d.get("gen", 0) > 0)
+        if served:
+            la.served_line = line
+        if la.crash and line.offset > la.crash[2].offset and served:
             la.crash = None  # the server went on: the traceback was not fatal
         la.in_traceback = False
+        la.traceback_line = None
         if row is not None and row.phase:
             la.phase = row.phase
         if rid == "ready":
             la.ready = line
         elif rid == "spec-metrics":
             la.metrics += 1
+            la.metrics_line = la.metrics_line or line
             la.last_accept = d.get("accept_len")
         elif rid == "engine-stats" and d.get("gen", 0) > 0:
             la.gen_stats += 1
@@ -264,7 +288,10 @@ class VllmJudge:
             findings.append(Finding("DS305", f"the marker was logged by an earlier launch (line {o.line.no}), not by launch {la.index}.", line=_no(o.line), text=o.line.text))
         if la.ready and not la.markers and spec is not None:
             findings.append(Finding("DS301", "the server is ready and the marker was never logged.", line=_no(la.ready), text=la.ready.text))
-        # The crash.
+        # The crash. A traceback the file (or the excerpt) ends in, before its exception line, is a
+        # crash whose exception is unknown, as for sglang.
+        if la.crash is None and la.in_traceback and la.traceback_line is not None and (at_eof or quiet_for >= 1.0):
+            la.crash = ("Traceback", "traceback cut off before its exception line", la.traceback_line)
         crash, crashed = None, False
         if la.crash is not None:
             exc, message, line = la.crash
@@ -293,12 +320,14 @@ class VllmJudge:
                   "phase": "ready" if la.ready else la.phase, "shards": None, "decode_lines": la.metrics,
                   "last_decode": {"accept_len": la.last_accept} if la.last_accept else None}
         return self._make(v, version, method, worker, marker, findings, missing, crash, crashed, launch,
-                          ready=la.ready is not None, runner=runner)
+                          ready=la.ready is not None, runner=runner, claims=_claims(la, crashed, method, worker))
 
-    def _make(self, v, version, method, worker, marker, findings, missing, crash, crashed, launch, *, ready=False, runner=None):
+    def _make(self, v, version, method, worker, marker, findings, missing, crash, crashed, launch, *, ready=False,
+              runner=None, claims=None):
         out = VllmVerdict(verdict=v, feature=self.feature.name, sglang_version=None, speculative_algorithm=method,
                           overlap_schedule=None, worker=worker, server_ready=ready, crashed=bool(crashed), crash=crash,
-                          marker=marker, findings=findings, launch=launch, missing=missing, probe=None)
+                          marker=marker, findings=findings, launch=launch, missing=missing, probe=None,
+                          claims=claims or claim_rules.empty())
         out.extra = {"engine": "vllm", "engine_version": version, "model_runner": runner}
         return out
 
@@ -307,9 +336,41 @@ class VllmJudge:
 
     def exited(self, v: Verdict) -> Verdict:
         """The server process is gone before it became ready: the launch crashed."""
-        v.verdict, v.crashed = "crashed", True
-        v.findings.append(Finding("DS303", "the server process exited before it became ready."))
-        return v
+        la = self.launches[-1] if self.launches else None
+        return v.died("ProcessExited", "the server process exited", la.last_line if la else None,
+                      "the server process exited before it became ready.")
+
+
+def _claims(la: VllmLaunch, crashed: bool, method: Optional[str], worker: dict[str, Any]) -> dict[str, Any]:
+    """The claims of verdict/claims.py, from the vLLM launch: each proven with its line, or null."""
+    claim = claim_rules.claim
+    if crashed and la.crash is not None:
+        c_crashed = claim(True, la.crash[2], f"{la.crash[0]} at line {la.crash[2].no or '?'}")
+    else:
+        proof = max((x for x in (la.ready, la.served_line) if x is not None and
+                     (la.trouble_line is None or x.offset > la.trouble_line.offset)), key=lambda x: x.offset, default=None)
+        c_crashed = claim(False, proof, "the server became ready or served requests after the last traceback, "
+                                        "and no crash line follows") if proof is not None and la.crash is None else claim(None, None, "")
+    if la.ready is not None:
+        c_ready = claim(True, la.ready, "the ready line")
+    elif crashed and la.served_line is None and la.startup_line is not None:
+        c_ready = claim(False, la.startup_line, "the launch crashed while it was starting (this line runs only before ready)")
+    else:
+        c_ready = claim(None, None, "")
+    method_line = la.config_line if isinstance(la.speculative, dict) else la.args_line
+    c_algo = claim(method, method_line, "the engine config / the arguments vLLM parsed") if method else claim(None, None, "")
+    c_worker = claim(worker.get("class"), la.runner_line, worker.get("basis") or "") if worker.get("class") else claim(None, None, "")
+    if la.speculative is None:
+        c_spec = claim(False, la.config_line, "the engine config shows speculative_config=None")
+    elif isinstance(la.speculative, dict) or la.spec_args:
+        c_spec = claim(True, method_line, "the engine config / the arguments carry a speculative_config")
+    elif la.metrics or la.spec_line is not None:
+        line = la.metrics_line or la.spec_line
+        c_spec = claim(True, line, "a line only a speculating server writes")
+    else:
+        c_spec = claim(None, None, "")
+    return {"crashed": c_crashed, "server_ready": c_ready, "speculative_algorithm": c_algo, "worker": c_worker,
+            "speculative": c_spec}
 
 
 def _no(line: Optional[Line]) -> Optional[int]:

@@ -48,6 +48,8 @@ def test_excerpt_claims(meta):
     for name in CLAIMS:
         assert claims[name]["value"] == exp.get(name), f"{name}: {claims[name]}"
     assert claims["worker"]["value"] == exp.get("worker_class"), claims["worker"]
+    if "speculative" in exp:  # labelled from issue 19 on
+        assert claims["speculative"]["value"] == exp["speculative"], claims["speculative"]
     if exp.get("worker_module"):
         assert v.worker["module"] == exp["worker_module"]
     # a crash that dynspec proves is also the top-level verdict

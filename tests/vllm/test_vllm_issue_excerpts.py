@@ -21,33 +21,62 @@ def test_there_are_enough_real_excerpts():
     assert all(r.startswith("vllm-project/") for r in repos)
 
 
-@pytest.mark.parametrize("meta", CASES, ids=lambda p: p.stem)
-def test_excerpt_facts(meta):
-    doc = json.loads(meta.read_text())
-    exp = doc["expected"]
+CLAIMS = ("crashed", "server_ready", "speculative_algorithm", "worker", "speculative")
+
+
+def _judge(meta):
     log = str(meta.with_suffix(".log"))
     assert engines.resolve("auto", log, load_feature(None)) == "vllm"  # recognised without the feature's hint
-    v = judge_file(log, FEATURE, None, None, engine="vllm").to_json()
+    return judge_file(log, FEATURE, None, None, engine="vllm").to_json()
+
+
+@pytest.mark.parametrize("meta", CASES, ids=lambda p: p.stem)
+def test_excerpt_facts(meta):
+    exp = json.loads(meta.read_text())["expected"]
+    v = _judge(meta)
     assert v["engine"] == "vllm"
-    assert v["verdict"] == exp["verdict"], v["findings"]
-    assert v["exit_code"] == {"live": 0, "dead": 1, "inconclusive": 3, "crashed": 4}[exp["verdict"]]
-    assert v["engine_version"] == exp["engine_version"]
-    assert v["speculative_algorithm"] == exp["speculative_method"]
-    assert v["model_runner"] == exp["model_runner"]
-    assert v["server_ready"] == exp["server_ready"]
-    assert v["crashed"] == exp["crashed"]
-    if exp["crash_exception"]:
-        assert v["crash"]["exception"] == exp["crash_exception"]
+    if "verdict" in exp:
+        assert v["verdict"] == exp["verdict"], v["findings"]
+        assert v["exit_code"] == {"live": 0, "dead": 1, "inconclusive": 3, "crashed": 4}[exp["verdict"]]
+    for key, got in (("engine_version", v["engine_version"]), ("model_runner", v["model_runner"]),
+                     ("spec_metrics_lines", v["launch"]["decode_lines"]),
+                     ("last_accept_len", (v["launch"]["last_decode"] or {}).get("accept_len"))):
+        if key in exp:
+            assert got == exp[key], key
+    if exp.get("crash_exception"):
+        assert v["crash"]["exception"].rsplit(".", 1)[-1] == exp["crash_exception"]
     codes = {f["code"] for f in v["findings"]}
-    assert ("DS602" in codes) == exp["speculation_off"]
-    assert v["launch"]["decode_lines"] == exp["spec_metrics_lines"]
-    got_accept = (v["launch"]["last_decode"] or {}).get("accept_len")
-    assert got_accept == exp["last_accept_len"]
+    if "speculation_off" in exp:
+        assert ("DS602" in codes) == exp["speculation_off"]
     if "release_known" in exp:
         assert ("DS606" in codes) == (not exp["release_known"])
     if "launches" in exp:
         assert v["launch"]["of"] == exp["launches"]
     assert v["verdict"] != "live"  # no excerpt carries the example feature's marker
+
+
+@pytest.mark.parametrize("meta", CASES, ids=lambda p: p.stem)
+def test_excerpt_claims(meta):
+    """Each claim as the person read it (null included), and the top-level fields are the claims'."""
+    exp = json.loads(meta.read_text())["expected"]
+    v = _judge(meta)
+    for name in CLAIMS:
+        assert v["claims"][name]["value"] == exp[name], (name, v["claims"][name])
+    for name in ("crashed", "server_ready", "speculative_algorithm", "speculative"):
+        assert v[name] == v["claims"][name]["value"], name
+    if exp["crashed"]:
+        assert v["verdict"] in ("crashed", "dead")
+
+
+@pytest.mark.parametrize("meta", CASES, ids=lambda p: p.stem)
+def test_every_claim_names_its_line(meta):
+    v = _judge(meta)
+    lines = meta.with_suffix(".log").read_bytes().decode("utf-8", "replace").split("\n")
+    for name, c in v["claims"].items():
+        if c["value"] is None:
+            continue
+        assert isinstance(c["line"], int) and c["basis"], (name, c)
+        assert lines[c["line"] - 1].rstrip("\r").startswith(c["text"].rstrip("…")), (name, c)
 
 
 def test_sglang_excerpts_are_not_taken_for_vllm():
