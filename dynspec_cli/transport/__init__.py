@@ -14,6 +14,7 @@ from dynspec_cli.transport.errors import (
     CommandFailed,
     CommandTimeout,
     ConnectError,
+    ConnectionClosed,
     ConnectionLost,
     ConnectionRefused,
     ConnectTimeout,
@@ -42,7 +43,7 @@ def open_host(spec: str, **ssh_options) -> Host:
 
 
 __all__ = [
-    "AuthFailed", "CommandFailed", "CommandTimeout", "ConnectError", "ConnectionLost",
+    "AuthFailed", "CommandFailed", "CommandTimeout", "ConnectError", "ConnectionClosed", "ConnectionLost",
     "ConnectionRefused", "ConnectTimeout", "Event", "Follow", "FollowError", "Host", "HostCertUnsupported",
     "HostKeyChanged", "HostKeyError", "HostKeyRevoked", "HostKeyUnknown", "HostNotFound", "LocalHost",
     "Result", "SSHConfigError", "SSHHost", "SpawnFailed", "Spawned", "TransportError", "open_host",

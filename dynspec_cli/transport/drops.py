@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from dynspec_cli.transport.errors import AuthFailed, ConnectError, HostKeyError, SSHConfigError
+from dynspec_cli.transport.errors import AuthFailed, ConnectError, ConnectionClosed, HostKeyError, SSHConfigError
 
 # How long (and how many times) one call keeps trying to get a dropped connection back. A minute
 # covers an sshd restart or a short network outage; longer and a user would rather hear about it.
@@ -112,14 +112,12 @@ class DropLog:
 
 def transient(e: ConnectError, *, reconnecting: bool) -> bool:
     """Whether connecting may work if tried again. A host key problem never is (that would be
-    the man-in-the-middle getting retries), nor a broken ssh_config. An authentication failure is
-    only while reconnecting: paramiko reports a connection cut during authentication as
-    "Authentication failed", and the same key worked a moment ago."""
-    if isinstance(e, (HostKeyError, SSHConfigError)):
+    the man-in-the-middle getting retries), nor a broken ssh_config, nor a refused key (a
+    connection cut during authentication is ConnectionClosed, not AuthFailed). A closed
+    connection always is, also on the first try; other errors while a drop is being repaired."""
+    if isinstance(e, (HostKeyError, SSHConfigError, AuthFailed)):
         return False
-    if isinstance(e, AuthFailed):
-        return reconnecting
-    return True
+    return reconnecting or isinstance(e, ConnectionClosed)
 
 
 class Backoff:

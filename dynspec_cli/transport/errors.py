@@ -36,6 +36,11 @@ class AuthFailed(ConnectError):
     """The server rejected every key we offered."""
 
 
+class ConnectionClosed(ConnectError):
+    """The connection was closed while it was being made (banner, key exchange, authentication)
+    without the server saying why: what a drop looks like then. Tried again like any drop."""
+
+
 class HostKeyError(ConnectError):
     """The server's host key could not be verified against known_hosts."""
 

@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Sequence, TypeVar
 
 from dynspec_cli.transport import drops as _drops
 from dynspec_cli.transport import shell
-from dynspec_cli.transport.errors import CommandFailed, CommandTimeout, ConnectError, ConnectionLost, SpawnFailed
+from dynspec_cli.transport.errors import (CommandFailed, CommandTimeout, ConnectError, ConnectionClosed,
+                                         ConnectionLost, SpawnFailed)
 
 if TYPE_CHECKING:
     from dynspec_cli.transport.follow import Follow
@@ -240,8 +241,10 @@ class Host(abc.ABC):
                     raise
                 err: Exception = e
             except ConnectError as e:
-                if not (log.pending and _drops.transient(e, reconnecting=True)):
+                if not (log.pending or isinstance(e, ConnectionClosed)) or not _drops.transient(e, reconnecting=True):
                     raise
+                if not log.pending:  # the first connection cut while being made: a drop like any other
+                    log.lost(None, what, e.detail)
                 err = e
             tries += 1
             now = time.monotonic()

@@ -62,6 +62,7 @@ from dynspec_cli.transport import knownhosts
 from dynspec_cli.transport.errors import (
     AuthFailed,
     ConnectError,
+    ConnectionClosed,
     ConnectionRefused,
     ConnectTimeout,
     HostCertUnsupported,
@@ -284,11 +285,32 @@ class HostKeyPolicy(paramiko.MissingHostKeyPolicy):
             f.write(f"{name} {key.get_name()} {key.get_base64()}\n")
 
 
+class _Transport(paramiko.Transport):
+    """paramiko's Transport, keeping what the server said when it disconnected (paramiko only
+    logs it): a server that closes with a reason ("Too many authentication failures") refused
+    us; a connection that just ends was cut (see _cut)."""
+
+    disconnect: str | None = None
+
+    def _parse_disconnect(self, m):
+        code, desc = m.get_int(), m.get_text()
+        self.disconnect = f"the server disconnected: {desc} (code {code})"
+        self._log(paramiko.common.INFO, self.disconnect)
+
+
+def _cut(client) -> bool:
+    """The connection ended after the server's SSH banner, without a disconnect message: a drop
+    (sshd killed, the network), not an answer. Before the banner it may be no SSH server at all."""
+    t = client.get_transport()
+    return bool(t is not None and not t.is_active() and getattr(t, "remote_version", "")
+                and getattr(t, "disconnect", None) is None)
+
+
 def _transport_factory(key_types: list[str]):
     """paramiko.Transport asking for the host key types known for the host first (paramiko's
     SSHClient would do it only from its own HostKeys, which it is not given)."""
     def make(sock, disabled_algorithms=None):
-        t = paramiko.Transport(sock, disabled_algorithms=disabled_algorithms)
+        t = _Transport(sock, disabled_algorithms=disabled_algorithms)
         opts = t.get_security_options()
         offered = list(opts.key_types)
         first = []
@@ -361,11 +383,15 @@ def _connect_hop(spec: str, config, opts: Options, conn: Connection, *, via, dep
         raise AuthFailed(target.label, f"authentication failed for user {target.user}: server allows only "
                                        f"{', '.join(e.allowed_types)}") from None
     except paramiko.AuthenticationException as e:
+        if _cut(client):  # paramiko says "Authentication failed" also when the connection just closed
+            raise ConnectionClosed(target.label, f"connection closed during SSH authentication (by the server or "
+                                                 f"the network, without a reason): {e}") from None
         tried = use_files or (["agent and ~/.ssh/id_* keys"] if opts.look_for_keys else ["agent keys"])
         missing = [p for p in target.identity_files if p not in use_files]
         note = f"; IdentityFile not found: {', '.join(missing)}" if missing else ""
+        said = getattr(client.get_transport(), "disconnect", None)
         raise AuthFailed(target.label, f"authentication failed for user {target.user} "
-                                       f"(tried {', '.join(tried)}){note}: {e}") from None
+                                       f"(tried {', '.join(tried)}){note}: {said or e}") from None
     except (HostKeyError, ConnectError):
         raise
     except (paramiko.SSHException, EOFError, OSError) as e:
@@ -375,6 +401,9 @@ def _connect_hop(spec: str, config, opts: Options, conn: Connection, *, via, dep
             # paramiko's start_client gives up silently at its timeout ("No existing session")
             raise ConnectTimeout(target.label, f"no SSH handshake within {target.connect_timeout:g}s "
                                                f"(is {target.hostname}:{target.port} an SSH server?)") from None
+        if _cut(client):
+            raise ConnectionClosed(target.label, f"connection closed during the SSH handshake (by the server or "
+                                                 f"the network, without a reason): {text}") from None
         if "no authentication methods available" in text.lower():
             raise AuthFailed(target.label, f"no key to offer for user {target.user} (no usable IdentityFile, "
                                            f"no ssh-agent, no ~/.ssh/id_* keys)") from None
