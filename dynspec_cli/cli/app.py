@@ -283,13 +283,13 @@ def status(
 
     with _errors():
         with runs.open_target(host, ssh_config, known_hosts, accept_new_host_key) as target:
+            from dynspec_cli.cli.slurm_cmds import status_rows
+
             rows = control.status(target, load_feature, names=names or None)
+            rows += status_rows(target, names or None)  # Slurm runs recorded on this login host (name or job id)
             if names and not rows:
                 raise UsageError(f"no run named {names[0]!r} on {target.name}" if len(names) == 1
                                  else f"no run named {' or '.join(map(repr, names))} on {target.name}")
-            from dynspec_cli.cli.slurm_cmds import status_rows
-
-            rows += status_rows(target)  # Slurm runs recorded on this login host
     from dynspec_cli.report.runs import render_status
 
     render_status(_out(False), rows, host, json_out)

@@ -218,12 +218,15 @@ def stop(ref: str, *, host: str, ssh_config=None, known_hosts=None, accept_new_h
     return 0
 
 
-def status_rows(target) -> list[dict]:
-    """`dynspec status` rows for the Slurm runs recorded on a login host (the job's state as `pid`)."""
+def status_rows(target, names=None) -> list[dict]:
+    """`dynspec status` rows for the Slurm runs recorded on a login host (the job's state as `pid`);
+    `names`: only the runs of these names or job ids."""
     from dynspec_cli.run import slurm as S
 
     rows = []
     for rec in S.all_records(target):
+        if names and rec.name not in names and rec.job_id not in names:
+            continue
         if not rec.job_id:
             st = S.JobState("GONE", "no job was submitted")
         elif rec.cancelled_at is not None or (rec.state or "") in S.ENDED:

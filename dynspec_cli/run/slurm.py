@@ -861,6 +861,7 @@ def watch(login: Host, rec: SlurmRecord, feature, *, timeout: Optional[float], p
     started: Optional[float] = None
     outcome: Optional[SlurmOutcome] = None
     last_shown = None
+    was_live = rec.verdict == "live"  # an earlier watch saw every node live (a later exit does not undo it)
     try:
         while outcome is None:
             st = jw.poll()
@@ -885,23 +886,27 @@ def watch(login: Host, rec: SlurmRecord, feature, *, timeout: Optional[float], p
                 outcome = _preflight_stopped(login, rec, states, st, pre, *stopped[0])
                 break
             if threads:
+                was_live = was_live or all(s.verdict == "live" for s in states)
                 g = _decide(states)
                 if g is not None and g.verdict != "live" and jw.state.state in BY_SLURM:
-                    outcome = _ended(states, jw.state)  # the nodes stopped because Slurm ended the job
+                    outcome = _ended(states, jw.state, was_live)  # the nodes stopped because Slurm ended the job
                     break
                 if g is not None:
                     outcome = SlurmOutcome(g.verdict, g.exit_code, g.why, g.message, states, st, culprit=g.culprit)
                     break
                 if st.ended and all(s.done for s in states):
-                    outcome = _ended(states, st)
+                    outcome = _ended(states, st, was_live)
                     break
             elif st.ended:
-                outcome = _ended(states, st)
+                outcome = _ended(states, st, was_live)
                 break
             now = time.monotonic()
-            if started is None and pending_timeout is not None and now - t0 >= pending_timeout:
-                outcome = SlurmOutcome("inconclusive", 2, "pending",
-                                       f"job {rec.job_id} still {st.shown()} after {pending_timeout:g}s", states, st)
+            # a job Slurm never started is named as such, whichever limit ran out ([slurm]
+            # pending-timeout, else the watch's own): nothing of the server ran to be judged
+            waited = pending_timeout if pending_timeout is not None else timeout
+            if started is None and waited is not None and now - t0 >= waited:
+                outcome = SlurmOutcome("inconclusive", 2, "pending", f"job {rec.job_id} still {st.shown()} after "
+                                       f"{waited:g}s: Slurm has not started it", states, st)
                 break
             if timeout is not None and now - (started or t0) >= timeout:
                 outcome = SlurmOutcome("inconclusive", 3, "timeout", "timed out: " + "; ".join(
@@ -955,11 +960,16 @@ def _preflight_stopped(login: Host, rec: SlurmRecord, states, st: JobState, pre:
     return SlurmOutcome("dead", 1, "preflight", msg, states, st, culprit=r, preflight=pre)
 
 
-def _ended(states, st: JobState) -> SlurmOutcome:
+def _ended(states, st: JobState, was_live: bool) -> SlurmOutcome:
+    """The job ended. `was_live`: every node was live before (then a node that never serves HTTP,
+    rank 1 and up, reads as exited before ready once the job ends: that is the end, not a crash)."""
     from dynspec_cli.run.group import group_verdict
 
     gv = group_verdict([s.verdict for s in states])
     why = f"; Slurm ended it {BY_SLURM[st.state]}" if st.state in BY_SLURM else ""
+    if was_live or gv == "live":  # the verdict was reached; the job ended afterwards (as a local server that exited)
+        return SlurmOutcome("live", 0, "job-ended", f"every node was live; the job has since ended {st.shown()}{why}",
+                            states, st)
     if st.state == "COMPLETED":
         return SlurmOutcome(gv if gv != "live" else "inconclusive", 3 if gv != "dead" else 1, "job-ended",
                             f"the job ended {st.shown()} before the verdict", states, st)

@@ -66,6 +66,13 @@ def test_live_on_two_nodes_then_status_watch_by_job_id_stop(tmp_path, slurm, nam
     st = ds("status", "--json")
     rows = [x for x in json.loads(st.stdout)["runs"] if x.get("job_id") == jid]
     assert st.returncode == 0 and rows and rows[0]["job_state"] == "RUNNING" and rows[0]["alive"]
+    for ref in (name, jid):  # one run, by its name or its job id (both were "no run named ...")
+        one = ds("status", ref)
+        assert one.returncode == 0 and f"{name} pid slurm job {jid} RUNNING alive verdict live" in one.stdout, \
+            one.stdout + one.stderr
+        doc1 = json.loads(ds("status", ref, "--json").stdout)
+        assert [r["name"] for r in doc1["runs"]] == [name]
+    assert ds("status", "no-such-run").returncode == 2
     w = ds("watch", jid, "--json", "--timeout", "60")
     assert w.returncode == 0, w.stderr
     assert json.loads(w.stdout)["verdict"] == "live"
@@ -214,6 +221,36 @@ def test_job_that_never_leaves_pending_is_cancelled(tmp_path, slurm, name):
     assert len(err) == 1 and "still PENDING (BeginTime)" in err[0], r.stderr  # Slurm's reason
     assert time.monotonic() - t0 < 30
     assert not slurm.queued()
+
+
+def test_job_pending_for_resources_is_named_with_slurms_reason(tmp_path, slurm, name):
+    """Both nodes are taken by another job: ours stays PENDING (Resources). Past ready_timeout (no
+    pending-timeout set) the launch says so, Slurm's reason included, exit 2, and cancels it (it used
+    to end as "inconclusive ... node 0 inconclusive in args"); `status NAME|JOBID` shows the reason."""
+    blocker = slurm.run("sbatch", "--parsable", "-N", "2", "-p", "debug", "-o", "/dev/null", "--wrap", "sleep 300")
+    bid = blocker.stdout.strip().split(";")[0]
+    try:
+        assert wait_for(lambda: any(q.split()[:2] == [bid, "RUNNING"] for q in slurm.queued()), 30)
+        prof = write_slurm_profile(tmp_path / "s.toml", name)
+        prof.write_text(prof.read_text().replace("ready_timeout = 120", "ready_timeout = 4"))
+        r = ds("launch", str(prof), "--no-preflight")
+        assert r.returncode == 2, r.stdout + r.stderr
+        err = [ln for ln in r.stderr.splitlines() if ln.startswith("dynspec: error:")]
+        assert len(err) == 1 and "still PENDING (Resources) after 4s: Slurm has not started it" in err[0], r.stderr
+        assert "in args" not in r.stdout + r.stderr
+        assert [q.split()[0] for q in slurm.queued()] == [bid]  # ours is cancelled
+        r2 = ds("launch", str(prof), "--no-preflight", "--no-watch", "--name", f"{name}-b")
+        assert r2.returncode == 0, r2.stderr
+        jid = slurm_record(f"{name}-b")["job_id"]
+        # (a job just submitted has reason None until the scheduler's next pass)
+        assert wait_for(lambda: slurm.run("squeue", "-h", "-j", jid, "-o", "%r").stdout.strip() == "Resources", 60)
+        for ref in (f"{name}-b", jid):
+            st = ds("status", ref)
+            assert st.returncode == 0 and f"slurm job {jid} PENDING (Resources) alive" in st.stdout, st.stdout + st.stderr
+        assert ds("stop", jid).returncode == 0
+    finally:
+        slurm.run("scancel", bid, check=False)
+        ds("stop", f"{name}-b")
 
 
 @pytest.mark.parametrize("table, words", [

@@ -40,3 +40,24 @@ def test_time_limit_ends_the_job_timeout_beside_the_verdict(tmp_path, slurm):
     assert slurm_record(name)["state"] == "TIMEOUT"
     t = ds("watch", name)  # the ended job, watched again: its state shown beside the verdict
     assert t.returncode == 4 and f"job {jid}, TIMEOUT" in t.stdout, t.stdout + t.stderr
+
+
+def test_time_limit_after_every_node_was_live_is_not_before(tmp_path, slurm):
+    """Live on both nodes, then the job runs into `[slurm] time`: watching it afterwards keeps the
+    verdict reached (live, as for a local server that has since exited) and says the job ended
+    TIMEOUT after that, never "before every node was live"."""
+    name = f"sl-{uuid.uuid4().hex[:8]}"
+    prof = write_slurm_profile(tmp_path / "s.toml", name, slurm={"time": "1"})
+    r = ds("launch", str(prof), "--no-preflight", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["verdict"] == "live", r.stderr[-2000:]
+    jid = slurm_record(name)["job_id"]
+    assert slurm.wait_empty(150), slurm.queued()  # Slurm ends it at its time limit
+    w = ds("watch", name, "--json", "--timeout", "60")
+    doc = json.loads(w.stdout)
+    assert doc["job_state"] == "TIMEOUT" and doc["verdict"] == "live" and w.returncode == 0, (doc, w.stderr[-2000:])
+    # (Slurm's exit code for the job, "(exit 0:15)": the SIGTERM of its time limit, may come between)
+    assert doc["message"].startswith("every node was live; the job has since ended TIMEOUT"), doc["message"]
+    assert doc["message"].endswith("; Slurm ended it at its time limit ([slurm] time)"), doc["message"]
+    st = ds("status", jid)
+    assert st.returncode == 0 and f"slurm job {jid} TIMEOUT" in st.stdout and "verdict live" in st.stdout, \
+        st.stdout + st.stderr
