@@ -298,6 +298,9 @@ def status(
 from dynspec_cli.cli import prove_cmds as _prove_cmds  # noqa: E402
 
 _prove_cmds.register(app)
+from dynspec_cli.cli import guard_cmd as _guard_cmd  # noqa: E402
+
+_guard_cmd.register(app)
 from dynspec_cli.cli import group_cmds as _group_cmds  # noqa: E402
 
 _group_cmds.register(app)

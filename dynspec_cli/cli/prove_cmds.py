@@ -205,27 +205,15 @@ def gate(
     """For benchmark scripts: exit 0 only if the receipt says live and proven and the same server
     process (pid, start time, command line) still runs with the same patched files.
     `dynspec gate myrun --max-age 1h && python -m sglang.bench_serving ...`"""
-    import json
-
     from dynspec_cli.cli import runs
     from dynspec_cli.prove import receipt as receipts
     from dynspec_cli.prove.plan import parse_age
     from dynspec_cli.report.jsonout import emit
-    from dynspec_cli.run import slurm
 
     with _bad_input():
         age = parse_age(max_age) if max_age is not None else None
         with runs.open_target(host, ssh_config, known_hosts, accept_new_host_key) as target:
-            path = receipt
-            if "/" not in receipt and not receipt.endswith(".json"):
-                srec = slurm.load_record(target, receipt) if receipt.isdigit() else None  # a Slurm job id
-                path = receipts.receipt_path(target, srec.name if srec else receipt)
-            try:
-                doc = json.loads(target.read_file(path))
-            except FileNotFoundError:
-                raise _fail(f"no receipt at {target.name}:{path} (run dynspec prove first)")
-            except (OSError, ValueError) as e:
-                raise _fail(f"{target.name}:{path}: not a readable receipt ({e})")
+            path, doc = load_receipt(target, receipt)
             try:
                 summary = receipts.check(target, doc, max_age=age)
             except receipts.GateFailed as e:
@@ -238,6 +226,26 @@ def gate(
     else:
         sys.stdout.write(f"dynspec gate: ok — {summary}\n")
     raise typer.Exit(0)
+
+
+def load_receipt(target, receipt: str) -> tuple[str, dict]:
+    """The receipt a run name, a Slurm job id or a path names on `target`: (path, document);
+    typer.Exit(2) with one line when there is none or it does not parse."""
+    import json
+
+    from dynspec_cli.prove import receipt as receipts
+    from dynspec_cli.run import slurm
+
+    path = receipt
+    if "/" not in receipt and not receipt.endswith(".json"):
+        srec = slurm.load_record(target, receipt) if receipt.isdigit() else None  # a Slurm job id
+        path = receipts.receipt_path(target, srec.name if srec else receipt)
+    try:
+        return path, json.loads(target.read_file(path))
+    except FileNotFoundError:
+        raise _fail(f"no receipt at {target.name}:{path} (run dynspec prove first)")
+    except (OSError, ValueError) as e:
+        raise _fail(f"{target.name}:{path}: not a readable receipt ({e})")
 
 
 def register(app: typer.Typer) -> None:

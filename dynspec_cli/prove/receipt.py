@@ -162,7 +162,7 @@ def check(host: Host, doc: dict[str, Any], *, max_age: Optional[float], now: Opt
     age = (now or time.time()) - float(doc.get("created_at") or 0)
     if max_age is not None and age > max_age:
         raise GateFailed("age", f"the receipt is {format_age(age)} old (max {format_age(max_age)}); prove again")
-    who = _check_slurm_job(host, doc) if doc.get("slurm") else _check_process(host, doc)
+    who = check_server(host, doc)
     files = doc.get("patched_files") or []
     if not files:
         raise GateFailed("patched-files", "the receipt names no patched file (prove with --patched-file PATH)")
@@ -175,6 +175,11 @@ def check(host: Host, doc: dict[str, Any], *, max_age: Optional[float], now: Opt
                                               f"(sha256 {now_sha[:12]}… != {str(f.get('sha256'))[:12]}…)")
     return (f"{name}: live and proven {format_age(age)} ago, same server process ({who}), "
             f"{len(files)} patched file(s) unchanged")
+
+
+def check_server(host: Host, doc: dict[str, Any]) -> str:
+    """The proven server is the one running (GateFailed if not); returns who it is."""
+    return _check_slurm_job(host, doc) if doc.get("slurm") else _check_process(host, doc)
 
 
 def _check_slurm_job(host: Host, doc: dict[str, Any]) -> str:

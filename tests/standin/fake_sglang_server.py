@@ -61,6 +61,19 @@ Stand-in controls are environment variables (never flags, so the command line st
   STANDIN_ACCEPT_PROB      per-draft-token acceptance probability while speculating (default 0.75)
   STANDIN_SPLIT_MARKER     seconds between the two halves of each marker line (each half its own write, as
                            a block-buffered writer or a slow pipe delivers a line; default 0 = one write)
+  STANDIN_REPLAY           what goes wrong while a benchmark runs, comma-separated EVENT@S or EVENT; the clock
+                           starts at the first client request after the server gets SIGUSR1 ("the benchmark
+                           starts now": proving the server before leaves it intact):
+                             collapse@S    acceptance falls to nothing (accept len 1.00), no error, no warning
+                           (sglang #37326, PR #21272's symptom)
+                             restart@S     the server starts again in place (exec: same pid, a fresh start-up
+                           in the same log, counters from zero), as a supervisor loop restarts it
+                             reset@S       the Prometheus counters and the cumulative accept length restart from
+                           zero while the server goes on (sglang PR #29329: flush_cache resets them)
+                             rank0-silent  with --dp-size > 1, DP rank 0 serves its share but logs no Decode batch
+                           line, exports no gauge and no avg_spec_accept_length (sglang PR #34743)
+  STANDIN_REPLAY_LOG       a file the stand-in appends "UNIX_TIME EVENT" to as each replayed event happens (for
+                           the tests' clocks; the server's log shows only what sglang would write)
 """
 from __future__ import annotations
 
@@ -91,8 +104,10 @@ MARKER = "Dynamic speculation disable enabled: threshold={}"
 KNOWN_CONTROLS = {
     "STANDIN_SGLANG_VERSION", "STANDIN_PATCHED_CLASS", "STANDIN_PACE", "STANDIN_CRASH_AT", "STANDIN_OOM_AT",
     "STANDIN_HANG_AT", "STANDIN_IGNORE_SIGTERM", "STANDIN_IGNORE_THRESHOLD", "STANDIN_CHILDREN_SURVIVE_PARENT",
-    "STANDIN_DECODE_STEP", "STANDIN_ACCEPT_PROB", "STANDIN_SPLIT_MARKER",
+    "STANDIN_DECODE_STEP", "STANDIN_ACCEPT_PROB", "STANDIN_SPLIT_MARKER", "STANDIN_REPLAY",
+    "STANDIN_REPLAY_LOG",
 }
+REPLAY_TIMED, REPLAY_FLAGS = ("collapse", "restart", "reset"), ("rank0-silent",)
 
 # Seconds each start-up step took in the seed's run (configs/demo/seed-live.log, sglang 0.5.9, 8x H100).
 SEED_PACING = {
@@ -625,9 +640,13 @@ class Request:
 
 
 class Engine(threading.Thread):
-    def __init__(self, launcher: "Launcher"):
+    """One DP rank's scheduler (sglang runs one per DP rank; each logs its own Decode batch lines)."""
+
+    def __init__(self, launcher: "Launcher", dp_rank: int = 0):
         super().__init__(name="scheduler", daemon=True)
         self.l = launcher
+        self.dp_rank = dp_rank
+        self.silent = dp_rank == 0 and launcher.dp > 1 and "rank0-silent" in launcher.ctl.replay
         self.cond = threading.Condition()
         self.waiting, self.running = [], []
         self.frozen = False
@@ -641,7 +660,7 @@ class Engine(threading.Thread):
         self.last_gen_throughput = 0.0
         self.last_input_throughput = 0.0
         self.stats = {"running": 0, "tokens": 0, "usage": 0.0, "queue": 0, "accept_len": 0.0, "accept_rate": 0.0}
-        self.counters = {"prompt": 0, "generation": 0, "requests": 0, "verify": 0}
+        self.counters = launcher.counters  # the tokenizer manager's, shared by all DP ranks
 
     # --- what the patch decides ---
     def speculating(self, batch: int) -> bool:
@@ -688,7 +707,7 @@ class Engine(threading.Thread):
             for r in done:
                 r.finished_at = time.time()
                 if r.log_metrics:
-                    self.counters["requests"] += 1
+                    self.l.count("requests", 1)
                 r.done.set()
                 with r.cond:
                     r.cond.notify_all()
@@ -711,12 +730,12 @@ class Engine(threading.Thread):
             msg += "input throughput (token/s): %.2f, cuda graph: False" % self.last_input_throughput
         elif f == "pending":
             msg += "#pending-token: 0, cuda graph: False, input throughput (token/s): %.2f" % self.last_input_throughput
-        l.log.line(msg, l.tag(0))
+        l.log.line(msg, l.tag(0, self.dp_rank))
         for r in reqs:
             r.generated = 1  # prefill samples the first token
             if r.log_metrics:
-                self.counters["prompt"] += r.prompt_tokens
-                self.counters["generation"] += 1
+                l.count("prompt", r.prompt_tokens)
+                l.count("generation", 1)
             self.interval_tokens += 1
             with r.cond:
                 r.cond.notify_all()
@@ -733,7 +752,7 @@ class Engine(threading.Thread):
             drafts = min(l.num_steps, l.num_draft_tokens - 1) if l.num_steps else l.num_draft_tokens - 1
         for r in batch:
             k = 1
-            if spec:
+            if spec and not l.collapsed:
                 while k - 1 < drafts and self.rng.random() < l.ctl.accept_prob:
                     k += 1
             k = min(k, r.max_new - r.generated)
@@ -748,10 +767,10 @@ class Engine(threading.Thread):
                 self.interval_fct += 1
                 self.interval_drafts_ok += k - 1
                 if r.log_metrics:
-                    self.counters["verify"] += 1
+                    l.count("verify", 1)
             self.interval_tokens += k
             if r.log_metrics:
-                self.counters["generation"] += k
+                l.count("generation", k)
             with r.cond:
                 r.cond.notify_all()
         self.forward_ct_decode += 1
@@ -789,7 +808,9 @@ class Engine(threading.Thread):
         msg += "cuda graph: True, gen throughput (token/s): %.2f, #queue-req: %d" % (self.last_gen_throughput, queue)
         if f.decode in ("dot", "dot-rate", "iter", "comma-trailing"):
             msg += ", "
-        l.log.line(msg, l.tag(0))
+        if self.silent:
+            return
+        l.log.line(msg, l.tag(0, self.dp_rank))
         self.stats.update(running=n, tokens=used, usage=usage, queue=queue, accept_len=accept_len,
                           accept_rate=accept_rate)
 
@@ -955,7 +976,7 @@ def make_handler(launcher: "Launcher"):
 
         def _run(self, prompt_tokens: int, max_new: int, stream: bool):
             req = Request(prompt_tokens, max_new, stream=stream)
-            l.engine.submit(req)
+            l.submit(req)
             return req
 
         def generate(self, body: dict):
@@ -1076,6 +1097,20 @@ class Controls:
         self.decode_step = num("STANDIN_DECODE_STEP", 0.02)
         self.accept_prob = num("STANDIN_ACCEPT_PROB", 0.75)
         self.split_marker = num("STANDIN_SPLIT_MARKER", 0.0)
+        self.replay, self.replay_at = set(), {}
+        for item in filter(None, (x.strip() for x in env.get("STANDIN_REPLAY", "").split(","))):
+            name, _, at = item.partition("@")
+            if name in REPLAY_FLAGS and not at:
+                self.replay.add(name)
+                continue
+            try:
+                seconds = float(at)
+            except ValueError:
+                seconds = -1.0
+            if name not in REPLAY_TIMED or seconds < 0:
+                raise StandinError("STANDIN_REPLAY: %r is not one of %s (EVENT@SECONDS) or %s"
+                                   % (item, ", ".join(REPLAY_TIMED), ", ".join(REPLAY_FLAGS)))
+            self.replay_at[name] = seconds
         if self.accept_prob > 1:
             raise StandinError("STANDIN_ACCEPT_PROB must be within [0, 1]")
 
@@ -1107,10 +1142,55 @@ class Launcher:
         self.algorithm = None
         self.marker_threshold = None
         self.worker = None
+        self.dp = max(1, int(args["dp_size"] or 1))
+        self.counters = {"prompt": 0, "generation": 0, "requests": 0, "verify": 0}
+        self.counter_lock = threading.Lock()
+        self.collapsed = False
+        self.replay_started = False
+        self.replay_armed = False
+        self.next_engine = 0
 
     # --- small helpers ---
-    def tag(self, rank: int) -> str:
-        return " TP%d" % rank if self.tp > 1 else ""
+    def tag(self, rank: int, dp_rank=None) -> str:
+        dp = " DP%d" % dp_rank if dp_rank is not None and self.dp > 1 else ""
+        return dp + (" TP%d" % rank if self.tp > 1 else "")
+
+    def count(self, key: str, n: int) -> None:
+        with self.counter_lock:
+            self.counters[key] += n
+
+    def submit(self, req: "Request") -> None:
+        """The data-parallel controller's round robin; the first client request starts the replay."""
+        e = self.engines[self.next_engine % len(self.engines)]
+        self.next_engine += 1
+        e.submit(req)
+        if self.replay_armed and not self.replay_started and self.status == "Up":
+            self.replay_started = True
+            threading.Thread(target=self.replay, name="replay", daemon=True).start()
+
+    def replay(self) -> None:
+        t0 = time.time()
+        for name, at in sorted(self.ctl.replay_at.items(), key=lambda kv: kv[1]):
+            time.sleep(max(0.0, t0 + at - time.time()))
+            if self.env.get("STANDIN_REPLAY_LOG"):
+                with open(self.env["STANDIN_REPLAY_LOG"], "a") as f:
+                    f.write("%.3f %s\n" % (time.time(), name))
+            if name == "collapse":
+                self.collapsed = True
+            elif name == "reset":
+                with self.counter_lock:
+                    for k in self.counters:
+                        self.counters[k] = 0
+                    for e in self.engines:
+                        e.total_accepted = e.total_fct = 0
+            elif name == "restart":
+                left = ",".join([*sorted(self.ctl.replay), *("%s@%g" % (n, s) for n, s in self.ctl.replay_at.items()
+                                                             if n != "restart")])
+                env = dict(os.environ, STANDIN_REPLAY=left)
+                self.kill_children()
+                with open("/proc/self/cmdline", "rb") as f:  # the same command line, byte for byte
+                    argv = [x.decode() for x in f.read().split(b"\0")[:-1]]
+                os.execve(sys.executable, argv, env)
 
     def each(self, msg: str, split: float = 0.0) -> None:
         for r in self.local_ranks:
@@ -1528,12 +1608,14 @@ class Launcher:
     # --- HTTP and readiness (launcher process, node 0) ---
     def serve(self) -> None:
         a = self.args
-        self.engine = Engine(self)
+        self.engines = [Engine(self, r) for r in range(self.dp)]
+        self.engine = self.engines[0]
         for phase in ("ready", "serving"):
             if phase in (self.ctl.crash_at, self.ctl.oom_at):
                 self.engine.crash_kind = "oom" if self.ctl.oom_at == phase else "crash"
                 self.engine.crash_armed = phase == "ready"  # "ready": the warm-up request's forward fails
-        self.engine.start()
+        for e in self.engines:
+            e.start()
         self.pace("to-uvicorn")
         host, port = a["host"] or "127.0.0.1", int(a["port"] or 30000)
         self.httpd = HTTPServer((host, port), make_handler(self))
@@ -1544,6 +1626,7 @@ class Launcher:
         self.log.uvicorn("Uvicorn running on http://%s:%d (Press CTRL+C to quit)" % (host, port))
         if not self.ctl.ignore_sigterm:
             signal.signal(signal.SIGTERM, self.on_sigterm)
+        signal.signal(signal.SIGUSR1, lambda signum, frame: setattr(self, "replay_armed", bool(self.ctl.replay_at)))
         self.warming_up = True
         if self.ctl.hang_at == "ready":
             self.engine.freeze()
@@ -1589,7 +1672,7 @@ class Launcher:
         tick = max(5.0 * self.ctl.pace, 0.05)
         time.sleep(tick)
         while True:
-            rids = self.engine.inflight()
+            rids = [rid for e in self.engines for rid in e.inflight()]
             self.log.line("Gracefully exiting... Remaining number of requests %d. Remaining requests remaining_rids=%r."
                           % (len(rids), rids))
             if not rids:
@@ -1636,18 +1719,21 @@ class Launcher:
             out["spec_cap_lens_histogram"] = []
         return out
 
-    def server_info(self) -> dict:
-        args = self.args.json()
-        e = self.engine
-        state = dict(args)
+    def internal_state(self, e: Engine) -> dict:
+        """Scheduler.get_internal_state of one DP rank."""
+        state = dict(self.args.json())
         state.update({
             "last_gen_throughput": e.last_gen_throughput,
             "memory_usage": {"weight": MEM["weights"], "kvcache": MEM["kv"], "token_capacity": MAX_TOTAL_NUM_TOKENS,
                              "graph": MEM["capture-use"]},
             "effective_max_running_requests_per_dp": self.max_running_requests,
         })
-        if self.algorithm and e.total_fct > 0:
+        if self.algorithm and e.total_fct > 0 and not e.silent:
             state["avg_spec_accept_length"] = e.total_accepted / e.total_fct
+        return state
+
+    def server_info(self) -> dict:
+        args = self.args.json()
         info = dict(args)
         if self.fam.server_info == "build":
             info["launch_command"] = " ".join(["python3", "-m", "sglang.launch_server"] + sys.argv[1:])
@@ -1656,46 +1742,54 @@ class Launcher:
         if self.fam.server_info == "build":
             info["kv_events"] = None
             info["startup_time"] = self.started
-        info["internal_states"] = [state]
+        info["internal_states"] = [self.internal_state(e) for e in self.engines]
         info["version"] = self.v
         if self.fam.server_info == "build":
             info["frontend"] = "python"
         return info
 
     def metrics_text(self) -> str:
-        e, a = self.engine, self.args
-        labels = 'model_name="%s",engine_type="unified",tp_rank="0",pp_rank="0",moe_ep_rank="0"' % a["served_model_name"]
+        a = self.args
         tok = 'model_name="%s"' % a["served_model_name"]
         out = []
+        ranks = []  # (engine, labels): sglang's scheduler labels, dp_rank only when there is one
+        for e in self.engines:
+            dp = ',dp_rank="%d"' % e.dp_rank if self.dp > 1 else ""
+            ranks.append((e, 'model_name="%s",engine_type="unified",tp_rank="0",pp_rank="0",moe_ep_rank="0"%s'
+                          % (a["served_model_name"], dp)))
 
-        def gauge(name, doc, value, lab=labels):
-            out.append("# HELP sglang:%s %s\n# TYPE sglang:%s gauge\nsglang:%s{%s} %s\n" % (
-                name, doc, name, name, lab, float(value)))
+        def gauge(name, doc, value, lab=None):
+            rows = "".join("sglang:%s{%s} %s\n" % (name, lb, float(value(e) if callable(value) else value))
+                           for e, lb in ranks if not e.silent)
+            out.append("# HELP sglang:%s %s\n# TYPE sglang:%s gauge\n%s" % (name, doc, name, rows))
 
         def counter(name, doc, value, lab=tok):
             out.append("# HELP sglang:%s %s\n# TYPE sglang:%s counter\nsglang:%s_total{%s} %s\n" % (
                 name, doc, name, name, lab, float(value)))
 
-        s = e.stats
-        gauge("num_running_reqs", "The number of running requests.", s["running"])
-        gauge("num_used_tokens", "The number of used tokens.", s["tokens"])
-        gauge("token_usage", "The token usage.", s["usage"])
-        gauge("gen_throughput", "The generation throughput (token/s).", e.last_gen_throughput)
-        gauge("num_queue_reqs", "The number of requests in the waiting queue.", s["queue"])
+        def stat(key):
+            return lambda e: e.stats[key]
+
+        gauge("num_running_reqs", "The number of running requests.", stat("running"))
+        gauge("num_used_tokens", "The number of used tokens.", stat("tokens"))
+        gauge("token_usage", "The token usage.", stat("usage"))
+        gauge("gen_throughput", "The generation throughput (token/s).", lambda e: e.last_gen_throughput)
+        gauge("num_queue_reqs", "The number of requests in the waiting queue.", stat("queue"))
         gauge("cache_hit_rate", "The prefix cache hit rate.", 0.0)
         gauge("max_total_num_tokens", "Maximum total number of tokens in the KV cache pool.", MAX_TOTAL_NUM_TOKENS)
-        gauge("spec_accept_length", "The average acceptance length of speculative decoding.", s["accept_len"])
+        gauge("spec_accept_length", "The average acceptance length of speculative decoding.", stat("accept_len"))
         if self.fam.spec_rate_metric:
             gauge("spec_accept_rate", "The average acceptance rate of speculative decoding (`accepted tokens / total "
-                  "draft tokens` in batch).", s["accept_rate"])
+                  "draft tokens` in batch).", stat("accept_rate"))
         if self.fam.spec_step_metrics:
             gauge("spec_num_steps", "The number of speculative steps currently active.", self.num_steps)
             gauge("spec_num_draft_tokens", "The number of draft tokens currently active.", self.num_draft_tokens)
-        counter("prompt_tokens", "Number of prefill tokens processed.", e.counters["prompt"])
-        counter("generation_tokens", "Number of generation tokens processed.", e.counters["generation"])
-        counter("num_requests", "Number of requests processed.", e.counters["requests"])
+        c = dict(self.counters)
+        counter("prompt_tokens", "Number of prefill tokens processed.", c["prompt"])
+        counter("generation_tokens", "Number of generation tokens processed.", c["generation"])
+        counter("num_requests", "Number of requests processed.", c["requests"])
         if self.fam.spec_step_metrics:
-            counter("spec_verify_calls", "Number of speculative verify calls.", e.counters["verify"])
+            counter("spec_verify_calls", "Number of speculative verify calls.", c["verify"])
         return "".join(out)
 
     # --- the whole launch ---

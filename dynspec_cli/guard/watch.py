@@ -1,0 +1,346 @@
+"""Running a benchmark under guard: the benchmark as a child (its stdin, stdout, stderr and exit
+status its own), the server's log followed from where it stood when the benchmark started, /metrics
+and /server_info sampled on the server's host, and the proven server process checked, window by
+window. Two daemon threads feed the windows (LogTap, Scraper); the main thread waits on the child
+and cuts a window every `window` seconds."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+from dynspec_cli import inject
+from dynspec_cli.evidence.rules import Classifier, Observation
+from dynspec_cli.evidence.scan import Feeder
+from dynspec_cli.guard import windows as W
+from dynspec_cli.knowledge.features import Feature
+from dynspec_cli.knowledge.sglang import knowledge
+from dynspec_cli.prove import receipt as receipts
+from dynspec_cli.prove.observations import Decode
+from dynspec_cli.prove.session import Target
+
+SCRAPER = inject.script("scraper.py")
+# The benchmark runs through this: it asks the kernel to SIGTERM it if dynspec dies (kill -9
+# included), then execs the command: same pid, same argv, same environment, so nothing is orphaned.
+SHIM = ("import ctypes,os,signal,sys\n"
+        "ctypes.CDLL(None).prctl(1,signal.SIGTERM)\n"
+        "if os.getppid()!=int(sys.argv[1]):os._exit(143)\n"
+        "try:os.execvp(sys.argv[2],sys.argv[2:])\n"
+        "except FileNotFoundError:sys.stderr.write('dynspec guard: %s: command not found\\n'%sys.argv[2]);os._exit(127)\n"
+        "except OSError as e:sys.stderr.write('dynspec guard: %s: %s\\n'%(sys.argv[2],e.strerror));os._exit(126)\n")
+
+
+def rank_label(ranks: dict[str, int]) -> str:
+    return f"DP{ranks['DP']}" if "DP" in ranks else ""
+
+
+class LogTap:
+    """Follows the server's log and keeps what the windows need, as it arrives."""
+
+    def __init__(self, target: Target, feature: Feature, offset: int) -> None:
+        self.t, self.offset = target, offset
+        self.lock = threading.Lock()
+        self.decode: list[tuple[str, Decode]] = []
+        self.served = 0
+        self.events: list[W.Event] = []
+        self.last: dict[str, int] = {}  # rank -> running batch of its previous line (steady lines)
+        self.feeder = Feeder(Classifier(knowledge(), feature), self, offset=offset, numbered=False)
+        self.follow = None
+        self.error: Optional[str] = None
+
+    def feed(self, obs: Observation) -> None:  # the Feeder's sink
+        line = obs.line
+        if obs.kind == "landmark" and obs.id == "decode-batch":
+            try:
+                running = int(obs.data["running"])
+            except (KeyError, ValueError):
+                return
+            label = rank_label(line.ranks)
+            d = Decode(running, _float(obs.data.get("accept_len")), _float(obs.data.get("accept_rate")), "log",
+                       line.text[:300], line.offset)
+            with self.lock:
+                d.stable = self.last.get(label) == running
+                self.last[label] = running
+                self.decode.append((label, d))
+        elif obs.kind == "landmark" and obs.id in ("prefill-batch", "served-request"):
+            with self.lock:
+                self.served += 1
+        elif obs.kind == "landmark" and obs.id == "server-args-dump" or obs.kind == "launch":
+            self._event("restarted", "the log shows a new start-up of the server (its server_args dump) while "
+                                     "the benchmark ran", line.text)
+        elif obs.kind == "landmark" and obs.landmark is not None and obs.landmark.crash and obs.landmark.decisive:
+            self._event("died", f"the server crashed ({obs.landmark.crash})", line.text)
+
+    def _event(self, kind: str, message: str, text: Optional[str] = None, fatal: bool = True) -> None:
+        with self.lock:
+            self.events.append(W.Event(kind, message, fatal, (text or "")[:300] or None))
+
+    def take(self) -> tuple[list[tuple[str, Decode]], int, list[W.Event]]:
+        with self.lock:
+            out = self.decode, self.served, self.events
+            self.decode, self.served, self.events = [], 0, []
+        return out
+
+    def run(self) -> None:
+        t = self.t
+        try:
+            self.follow = t.host.follow(t.log, self.offset)
+            for ev in self.follow:
+                if ev.kind == "data":
+                    self.feeder.feed(ev.data)
+                elif ev.kind == "missing":
+                    self._event("evidence-stopped", f"the log {t.log} is gone")
+                elif ev.kind in ("truncated", "rotated", "gap"):
+                    self.feeder.pending = b""
+                    self._event("note", f"the log was {ev.kind} while the benchmark ran; reading goes on", fatal=False)
+        except Exception as e:  # noqa: BLE001 - reported as evidence that stopped
+            self.error = str(e)
+            self._event("evidence-stopped", f"following {t.host.name}:{t.log} stopped: {e}")
+
+    def close(self) -> None:
+        if self.follow is not None:
+            self.follow.close()
+
+
+class Scraper:
+    """/metrics and /server_info samples, from inject/scraper.py on the server's host."""
+
+    def __init__(self, target: Target, every: float) -> None:
+        self.t, self.every = target, every
+        self.lock = threading.Lock()
+        self.samples: list[dict[str, Any]] = []
+        self.error: Optional[str] = None
+        self._stream = None
+
+    def text(self) -> str:
+        text = SCRAPER.read_text(encoding="utf-8")
+        line = "API_KEY = None  # replaced by dynspec in the text it sends (see the docstring)\n"
+        key = self.t.api_key
+        return text.replace(line, f"API_KEY = {key!r}\n", 1) if key else text
+
+    def run(self) -> None:
+        args = json.dumps({"base": self.t.base, "every": self.every})
+        buf = b""
+        try:
+            self._stream = self.t.host.stream_python(self.t.python, self.text(), [args])
+            for chunk in self._stream:
+                buf += chunk
+                *lines, buf = buf.split(b"\n")
+                for ln in lines:
+                    try:
+                        doc = json.loads(ln)
+                    except ValueError:
+                        continue
+                    with self.lock:
+                        self.samples.append(doc)
+        except Exception as e:  # noqa: BLE001
+            self.error = str(e)
+
+    def upto(self, t: float) -> list[dict[str, Any]]:
+        with self.lock:
+            return [s for s in self.samples if s.get("t", 0) <= t]
+
+    def close(self) -> None:
+        if self._stream is not None:
+            try:
+                self._stream.close()
+            except ValueError:
+                pass  # still running in its thread: it ends when its process is killed
+
+
+@dataclass
+class Child:
+    argv: list[str]
+    started: float = 0.0
+    ended: Optional[float] = None
+    exit_code: Optional[int] = None
+    proc: Optional[subprocess.Popen] = None
+
+    def start(self) -> None:
+        shim = [sys.executable, "-c", SHIM, str(os.getpid())]
+        self.started = time.time()
+        self.proc = subprocess.Popen(shim + self.argv)  # inherits stdin, stdout, stderr, env, cwd
+
+    def wait(self, timeout: float) -> Optional[int]:
+        try:
+            rc = self.proc.wait(timeout=max(0.0, timeout))
+        except subprocess.TimeoutExpired:
+            return None
+        self.ended = self.ended or time.time()
+        self.exit_code = 128 - rc if rc < 0 else rc
+        return self.exit_code
+
+    def signal(self, sig: int) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+
+
+@dataclass
+class Guarded:
+    """Everything the report needs."""
+
+    child: Child
+    windows: list[W.Window] = field(default_factory=list)
+    reasons: list[W.Reason] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    interrupted: bool = False
+    metrics_available: Optional[bool] = None
+
+
+class Guard:
+    def __init__(self, target: Target, feature: Feature, receipt: dict[str, Any], *, threshold: int,
+                 window: float, hold: int, ranks: list[str], on_window: Optional[Callable[[W.Window], None]] = None):
+        self.t, self.feature, self.receipt = target, feature, receipt
+        self.threshold, self.window, self.hold, self.ranks = threshold, window, hold, ranks
+        self.expect_below = feature.expect.speculate_at_or_below_threshold
+        self.on_window = on_window
+        self.prev_sample: Optional[dict[str, Any]] = None
+        self.startup_time = None
+
+    def run(self, argv: list[str]) -> Guarded:
+        t = self.t
+        offset = t.host.size(t.log) or 0 if t.log else 0
+        tap = LogTap(t, self.feature, offset) if t.log else None
+        scraper = Scraper(t, max(0.5, min(self.window / 2, 5.0)))
+        child = Child(argv)
+        out = Guarded(child)
+        threads = [threading.Thread(target=x.run, name=type(x).__name__, daemon=True) for x in (tap, scraper) if x]
+        for th in threads:
+            th.start()
+        old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+
+        def forward(signum, frame):  # Ctrl-C reaches the benchmark from the terminal; the rest we pass on
+            out.interrupted = True
+            if signum != signal.SIGINT:
+                child.signal(signum)
+
+        for s in old:
+            signal.signal(s, forward)
+        try:
+            child.start()
+            t0 = child.started
+            edge = t0
+            while True:
+                edge += self.window
+                code = child.wait(edge - time.time())
+                if code is not None:
+                    time.sleep(min(0.5, self.window / 4))  # the last lines and sample reach us
+                    out.windows.append(self.cut(out, tap, scraper, t0, edge - self.window, time.time(), last=True))
+                    break
+                out.windows.append(self.cut(out, tap, scraper, t0, edge - self.window, edge))
+        finally:
+            for s, h in old.items():
+                signal.signal(s, h)
+            for x in (tap, scraper):
+                if x:
+                    x.close()
+        out.reasons = W.reasons(out.windows, self.hold, self.threshold, claims=child.exit_code == 0)
+        if child.exit_code != 0 and not any(w.traffic for w in out.windows):
+            out.notes.append(f"the benchmark exited {child.exit_code} before any request reached the server")
+        if tap is not None and tap.error:
+            out.notes.append(f"log: {tap.error}")
+        if scraper.error:
+            out.notes.append(f"/metrics sampler: {scraper.error}")
+        return out
+
+    # --- one window ------------------------------------------------------------------------------
+    def cut(self, out: Guarded, tap: Optional[LogTap], scraper: Scraper, t0: float, start: float, end: float,
+            last: bool = False) -> W.Window:
+        w = W.Window(len(out.windows) + 1, start - t0, end - t0, last=last)
+        w.ranks = {r: W.RankWindow(r) for r in self.ranks}
+        if tap is not None:
+            decode, w.served, w.events = tap.take()
+            for label, d in decode:
+                w.ranks.setdefault(label, W.RankWindow(label)).decode.append(d)
+        self.metrics(w, out, scraper.upto(end))
+        self.identity(w)
+        W.judge(w, self.threshold, self.expect_below, W.level_of(out.windows, self.threshold))
+        if self.on_window:
+            self.on_window(w)
+        return w
+
+    def metrics(self, w: W.Window, out: Guarded, samples: list[dict[str, Any]]) -> None:
+        new = [s for s in samples if self.prev_sample is None or s["t"] > self.prev_sample["t"]]
+        if not new:
+            return
+        chain = ([self.prev_sample] if self.prev_sample else []) + new
+        self.prev_sample = chain[-1]
+        with_metrics = [s for s in chain if s.get("metrics") is not None]
+        if out.metrics_available is None and chain:
+            out.metrics_available = bool(with_metrics)
+        if with_metrics:
+            w.counters = _deltas(with_metrics, w)
+            for s_labels, value in _series(with_metrics[-1], "sglang:spec_accept_length"):
+                r = w.ranks.get(_metric_rank(s_labels))
+                if r is not None:
+                    r.gauge_accept = value
+        errors = [s.get("metrics_error") for s in new if s.get("metrics_error") and "HTTP 404" not in s["metrics_error"]]
+        if errors and len(errors) == len(new):
+            w.events.append(W.Event("evidence-stopped", f"/metrics stopped answering ({errors[-1]})"))
+        info = new[-1].get("info") or {}
+        st = info.get("startup_time")
+        if st is not None:
+            if self.startup_time is not None and st != self.startup_time:
+                w.events.append(W.Event("restarted", f"/server_info startup_time changed ({self.startup_time} -> {st})"))
+            self.startup_time = st
+        avg = info.get("avg_spec_accept_length") or []
+        if len(avg) > 1 and avg[0] is None and any(a is not None for a in avg[1:]):
+            w.events.append(W.Event("note", "/server_info internal_states[0] has no avg_spec_accept_length while other "
+                                            "DP ranks have one: a client that reads internal_states[0] (sglang."
+                                            "bench_serving's 'Accept length') reports none, or another rank's", False))
+
+    def identity(self, w: W.Window) -> None:
+        """The proven server process is still the one running (the gate's own checks, each window;
+        a Slurm run's are checked at the start and the end only: each costs an srun)."""
+        if self.receipt.get("slurm") and not w.last:
+            return
+        try:
+            receipts.check_server(self.t.host, self.receipt)
+        except receipts.GateFailed as e:
+            kind = "died" if "not running" in str(e) else "restarted"
+            w.events.append(W.Event(kind, str(e)))
+
+
+def _series(sample: dict[str, Any], name: str) -> list[tuple[dict[str, str], float]]:
+    return [(labels, value) for n, labels, value in sample.get("metrics") or [] if n == name]
+
+
+def _metric_rank(labels: dict[str, str]) -> str:
+    return f"DP{labels['dp_rank']}" if "dp_rank" in labels else ""
+
+
+def _deltas(samples: list[dict[str, Any]], w: W.Window) -> dict[str, float]:
+    """Per counter, the sum over its series of what it counted between the first and last sample;
+    a series that went down was reset: counted from zero, as Prometheus' rate() does, and reported."""
+    out = {name: 0.0 for name in W.COUNTERS}
+    reset: dict[str, str] = {}
+    for a, b in zip(samples, samples[1:]):
+        before = {(n, tuple(sorted(lb.items()))): v for n, lb, v in a["metrics"] if n in W.COUNTERS}
+        for n, lb, v in b["metrics"]:
+            if n not in W.COUNTERS:
+                continue
+            old = before.get((n, tuple(sorted(lb.items()))))
+            if old is None:
+                continue
+            if v < old:
+                reset[n] = f"{n} {old:g} -> {v:g}"
+                out[n] += v
+            else:
+                out[n] += v - old
+    if reset:
+        w.events.append(W.Event("counter-reset", f"the server's counters went down ({', '.join(reset.values())}): "
+                                                 f"they were reset, so its cumulative figures no longer cover the run"))
+    return {k: v for k, v in out.items() if v or any(k == n for s in samples for n, _, _ in s["metrics"])}
+
+
+def _float(v) -> Optional[float]:
+    try:
+        return None if v is None else float(v)
+    except (TypeError, ValueError):
+        return None

@@ -1,0 +1,222 @@
+"""Per time window, per rank: was speculation live and effective, and did the feature do what its
+feature file says; and, over the windows, is the benchmark run still valid.
+
+A window holds what arrived while it was open: each rank's `Decode batch` lines (sglang logs one
+stream per DP rank, tagged `DPn`), the deltas of the server-wide /metrics counters, the events
+the log and the server showed (a new start-up, a crash, a counter that went down, another process).
+Lines are judged as `prove` judges a step (decision.judge_step: per running batch, on two steady
+lines or more), against the feature's `[expect]` and the threshold proven in the receipt.
+
+Rank states: effective (speculation on where it should be), plain (off, and the feature says off
+at these batches), collapsed (accept len ~1.00 where speculation should be on), misbehaved (on
+above the threshold, or off at one batch where it is on at another below it), undecided (lines,
+too few or mixed to decide), silent (the server was busy, this rank logged nothing), idle."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from dynspec_cli.prove import decision
+from dynspec_cli.prove.decision import Step
+from dynspec_cli.prove.observations import Decode
+
+GOOD = ("effective", "plain", "idle", "undecided")
+HELD = ("collapsed", "silent")  # invalid once they hold for N windows in a row
+# Findings that make the run invalid, with the configs/findings.toml code of each.
+CODES = {"restarted": "DS701", "collapsed": "DS702", "silent": "DS703", "misbehaved": "DS704",
+         "counter-reset": "DS705", "died": "DS706", "no-traffic": "DS707", "no-evidence": "DS703",
+         "evidence-stopped": "DS703"}
+COUNTERS = ("sglang:generation_tokens_total", "sglang:num_requests_total", "sglang:spec_verify_calls_total",
+            "sglang:prompt_tokens_total")
+
+
+@dataclass
+class Event:
+    """Something the window saw that no benchmark result survives (or a note, when `fatal` is false)."""
+
+    kind: str  # restarted | died | counter-reset | evidence-stopped | note
+    message: str
+    fatal: bool = True
+    text: Optional[str] = None  # the log line, when one shows it
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "message": self.message, "fatal": self.fatal, "text": self.text}
+
+
+@dataclass
+class RankWindow:
+    label: str  # "DP1", or "" for a server with one scheduler stream
+    decode: list[Decode] = field(default_factory=list)
+    gauge_accept: Optional[float] = None  # sglang:spec_accept_length at the window's end (None: not exported)
+    step: Optional[Step] = None
+    state: str = "idle"
+
+    @property
+    def name(self) -> str:
+        return self.label or "rank 0"
+
+    @property
+    def accept_len(self) -> Optional[float]:
+        return self.step.accept_len if self.step and self.step.groups else None
+
+    def to_json(self) -> dict[str, Any]:
+        s = self.step
+        rr = s.running_range if s else None
+        return {"rank": self.label or None, "state": self.state, "lines": len(self.decode),
+                "running_range": list(rr) if rr else None, "accept_len": self.accept_len,
+                "speculation": s.speculation if s else "unknown", "expected": s.expected if s else "-",
+                "groups": [g.to_json() for g in s.groups] if s else [], "gauge_spec_accept_length": self.gauge_accept}
+
+
+@dataclass
+class Window:
+    index: int
+    start: float  # seconds since the benchmark started
+    end: float
+    ranks: dict[str, RankWindow] = field(default_factory=dict)
+    counters: Optional[dict[str, float]] = None  # deltas of COUNTERS (None: no /metrics)
+    served: int = 0  # prefill lines and answered requests in the log
+    events: list[Event] = field(default_factory=list)
+    last: bool = False  # the benchmark ended inside this window
+    state: str = "idle"
+
+    @property
+    def traffic(self) -> bool:
+        gen = (self.counters or {}).get("sglang:generation_tokens_total") or 0
+        return gen > 0 or self.served > 0 or any(r.decode for r in self.ranks.values())
+
+    @property
+    def tokens_per_verify(self) -> Optional[float]:
+        """(generated - finished requests) / verify calls from the counters (sglang 0.5.13+): each
+        request's first token comes from prefill, without a verify."""
+        c = self.counters or {}
+        gen, ver = c.get("sglang:generation_tokens_total"), c.get("sglang:spec_verify_calls_total")
+        if not gen or not ver:
+            return None
+        return (gen - (c.get("sglang:num_requests_total") or 0)) / ver
+
+    def to_json(self) -> dict[str, Any]:
+        return {"index": self.index, "start": round(self.start, 3), "end": round(self.end, 3), "state": self.state,
+                "traffic": self.traffic, "served_lines": self.served, "counters": self.counters,
+                "tokens_per_verify": self.tokens_per_verify, "events": [e.to_json() for e in self.events],
+                "ranks": [r.to_json() for r in self.ranks.values()]}
+
+
+def judge_rank(r: RankWindow, traffic: bool, threshold: int, expect_below: bool, level: Optional[float]) -> None:
+    if not r.decode:
+        r.state = "silent" if traffic else "idle"
+        return
+    r.step = Step(0, 0, decode=list(r.decode))
+    decision.judge_step(r.step, threshold, expect_below, level)
+    decided = r.step.evaluated
+    if not decided:
+        r.state = "undecided"
+        return
+    failed = [g for g in decided if g.passed is False]
+    on = [g for g in decided if g.on]
+    if any(g.expected is False for g in failed) or (failed and on):
+        r.state = "misbehaved"
+    elif failed or not on and any(g.expected is None for g in decided):
+        r.state = "collapsed"
+    else:
+        r.state = "effective" if on else "plain"
+
+
+def judge(w: Window, threshold: int, expect_below: bool, level: Optional[float]) -> None:
+    traffic = w.traffic
+    for r in w.ranks.values():
+        judge_rank(r, traffic, threshold, expect_below, level)
+        if w.last and r.state == "silent":
+            r.state = "idle"  # the benchmark's tail: requests ended before the next log interval
+    states = [r.state for r in w.ranks.values()]
+    if any(e.fatal for e in w.events):
+        w.state = next(e.kind for e in w.events if e.fatal)
+    else:
+        w.state = next((s for s in ("misbehaved", "collapsed", "silent", "effective", "plain", "undecided")
+                        if s in states), "idle")
+
+
+def level_of(windows: list[Window], threshold: int) -> Optional[float]:
+    """The run's on level (decision.on_level) over the windows so far."""
+    return decision.on_level([r.step for w in windows for r in w.ranks.values() if r.step], threshold)
+
+
+@dataclass
+class Reason:
+    kind: str
+    window: int
+    message: str
+
+    @property
+    def code(self) -> str:
+        return CODES[self.kind]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"code": self.code, "kind": self.kind, "window": self.window, "message": self.message}
+
+
+def reasons(windows: list[Window], hold: int, threshold: int, claims: bool = True) -> list[Reason]:
+    """Why the run is invalid (empty: it is valid). A fatal event or a misbehaving window counts at
+    once; a collapsed or silent rank once it holds for `hold` windows in a row (the first of them
+    named); a run with traffic and no window decided is missing evidence, and so is a benchmark that
+    `claims` results (it exited 0) though no request reached the server."""
+    out: list[Reason] = []
+    seen: set[tuple[str, str]] = set()
+
+    def add(kind: str, key: str, window: int, msg: str) -> None:
+        if (kind, key) not in seen:
+            seen.add((kind, key))
+            out.append(Reason(kind, window, msg))
+
+    runs: dict[tuple[str, str], int] = {}
+    for w in windows:
+        for e in w.events:
+            if e.fatal:
+                add(e.kind, e.message, w.index, f"window {w.index} ({_span(w)}): {e.message}")
+        for r in w.ranks.values():
+            key = (r.state, r.label)
+            for k in list(runs):
+                if k[1] == r.label and k != key:
+                    del runs[k]
+            if r.state == "misbehaved":
+                add("misbehaved", r.label, w.index, f"window {w.index} ({_span(w)}), {r.name}: {_misbehaved(r, threshold)}")
+            if r.state in HELD:
+                runs.setdefault(key, w.index)
+                first = runs[key]
+                if w.index - first + 1 >= hold:
+                    add(r.state, r.label, first, f"windows {first}–{w.index}, {r.name}: " + _held(r, w, windows, first))
+    if not out:
+        busy = [w for w in windows if w.traffic]
+        if not busy and claims:
+            out.append(Reason("no-traffic", 0, "no request reached the server while the benchmark ran: its numbers "
+                                               "are not from this server (another --port or --host?)"))
+        elif busy and not any(r.state in ("effective", "plain") for w in busy for r in w.ranks.values()):
+            out.append(Reason("no-evidence", busy[0].index,
+                              f"{len(busy)} busy window(s) and none decided: no Decode batch line showed "
+                              f"speculation on or off at two lines of one running batch"))
+    return out
+
+
+def _span(w: Window) -> str:
+    return f"{w.start:.0f}–{w.end:.0f} s"
+
+
+def _misbehaved(r: RankWindow, threshold: int) -> str:
+    for g in r.step.evaluated if r.step else []:
+        if g.passed is False:
+            al = "no accept len" if g.accept_len is None else f"accept len {g.accept_len:.2f}"
+            if g.expected:
+                return f"speculation off at running batch {g.running} (<= threshold {threshold}, {al}) while on at another batch"
+            return f"speculation stayed on at running batch {g.running} (> threshold {threshold}, {al}), the feature says off"
+    return "the feature did not behave as its feature file says"
+
+
+def _held(r: RankWindow, w: Window, windows: list[Window], first: int) -> str:
+    if r.state == "collapsed":
+        al = [x.ranks[r.label].accept_len for x in windows if first <= x.index <= w.index and r.label in x.ranks]
+        vals = [a for a in al if a is not None]
+        shown = f"accept len {min(vals):.2f}–{max(vals):.2f}" if vals else "accept len ~1.00"
+        return f"{shown} where speculation should be on: speculation collapsed (no error, no warning)"
+    others = [x for x in w.ranks.values() if x.label != r.label and x.decode]
+    busy = f"while {', '.join(x.name for x in others)} logged Decode batch lines" if others else "while the server was busy"
+    return f"no Decode batch line {busy}: its evidence is missing"

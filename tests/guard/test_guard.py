@@ -1,0 +1,141 @@
+"""`dynspec guard` around the real sglang.bench_serving (published 0.5.9 wheel) driving the GPU-server
+stand-in, each server replaying one thing that goes wrong mid-run (tests/guard/conftest.py). Each
+invalid run is caught in the window where it happened (the stand-in notes the moment in its replay
+log); a healthy run passes; the benchmark's output and exit status are its own."""
+import json
+import re
+import subprocess
+import time
+
+import pytest
+
+from tests.guard.conftest import TH, arm, port
+from tests.run.helpers import DYNSPEC
+
+WINDOW = 1.5
+RESULT_KEYS = ("Backend:", "Successful requests:", "Benchmark duration (s):", "Output token throughput (tok/s):",
+               "Mean TPOT (ms):")
+
+
+def bench_args(bench, p: int, out) -> list:
+    return bench.cmd("--backend", "sglang", "--host", "127.0.0.1", "--port", str(p), "--tokenizer", str(bench.tokenizer),
+                     "--dataset-name", "random-ids", "--num-prompts", "60", "--random-input-len", "16",
+                     "--random-output-len", "64", "--random-range-ratio", "1", "--max-concurrency", "2",
+                     "--output-file", str(out))
+
+
+def guard(bench, name: str, out, *extra: str) -> tuple:
+    arm(name)
+    cmd = DYNSPEC + ["guard", name, "--window", str(WINDOW), *extra, "--"] + bench_args(bench, port(name), out)
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=bench.env())
+    report = out.with_name(out.name[:-len(".jsonl")] + ".dynspec-guard.json")
+    return r, json.loads(report.read_text()) if report.exists() else None
+
+
+def replayed(servers, key: str) -> float:
+    """When the stand-in did it (unix time, from its replay log)."""
+    return float(servers["replay"][key].read_text().split()[0])
+
+
+def window_at(doc: dict, t: float) -> int:
+    rel = t - doc["benchmark"]["started_at"]
+    return next(w["index"] for w in doc["windows"] if w["start"] <= rel < w["end"] + 1e-6)
+
+
+def test_healthy_run_passes_with_the_benchmarks_output_and_exit_status(servers, bench, tmp_path):
+    name = servers["names"]["healthy"]
+    r, doc = guard(bench, name, tmp_path / "healthy.jsonl")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "Serving Benchmark Result" in r.stdout and re.search(r"Successful requests:\s+60\s", r.stdout)
+    assert "dynspec guard" not in r.stdout and "VALID" not in r.stdout  # the guard's own lines go to stderr
+    assert "✓ VALID" in r.stderr and "gate ok" in r.stderr
+    assert doc["valid"] is True and doc["exit_code"] == 0 and doc["benchmark"]["exit_code"] == 0
+    states = [w["state"] for w in doc["windows"]]
+    assert "effective" in states and set(states) <= {"effective", "idle", "undecided", "plain"}, states
+    eff = [rk for w in doc["windows"] for rk in w["ranks"] if rk["state"] == "effective"]
+    assert all(rk["accept_len"] > 1.5 and rk["running_range"][1] <= TH for rk in eff)  # 2 clients, threshold 3
+    # the benchmark's own result file is there, untouched, beside the report
+    rows = (tmp_path / "healthy.jsonl").read_text().splitlines()
+    assert len(rows) == 1 and json.loads(rows[0])["completed"] == 60
+
+
+def test_output_and_exit_status_are_the_benchmarks_own(servers, bench, tmp_path):
+    """Unguarded and guarded, sglang.bench_serving prints the same result block; a command's bytes
+    and status pass through exactly (no traffic from a failing command is its failure, not ours)."""
+    name = servers["names"]["healthy"]
+    plain = subprocess.run(bench_args(bench, port(name), tmp_path / "plain.jsonl"), capture_output=True, text=True,
+                           timeout=240, env=bench.env())
+    guarded, _ = guard(bench, name, tmp_path / "guarded.jsonl")
+    assert plain.returncode == guarded.returncode == 0
+
+    def labels(text):
+        return [ln.split(":")[0] for ln in text.splitlines() if re.match(r"^[A-Z][^:]+:\s+\S", ln)]
+
+    assert labels(plain.stdout) == labels(guarded.stdout) and all(k in guarded.stdout for k in RESULT_KEYS)
+    cmd = DYNSPEC + ["guard", name, "--window", "0.5", "--report", str(tmp_path / "sh.json"), "--",
+                     "sh", "-c", "printf 'out\\000\\377put'; printf 'err' >&2; exit 3"]
+    r = subprocess.run(cmd, capture_output=True, timeout=60)
+    assert r.returncode == 3 and r.stdout == b"out\x00\xffput" and r.stderr.startswith(b"dynspec guard: gate ok")
+    assert b"err" in r.stderr
+
+
+def test_collapse_mid_run_is_caught_in_its_window(servers, bench, tmp_path):
+    r, doc = guard(bench, servers["names"]["collapse"], tmp_path / "collapse.jsonl")
+    assert r.returncode == 65, r.stderr[-3000:]
+    assert "Serving Benchmark Result" in r.stdout  # the benchmark ran to its end and printed its result
+    assert doc["valid"] is False and doc["benchmark"]["exit_code"] == 0
+    reason = next(x for x in doc["reasons"] if x["code"] == "DS702")
+    at = window_at(doc, replayed(servers, "collapse"))
+    assert reason["window"] in (at, at + 1)  # the window it happened in (or the next, if at its very end)
+    first = doc["windows"][reason["window"] - 1]
+    assert first["state"] == "collapsed" and first["ranks"][0]["accept_len"] == 1.0
+    assert any(w["state"] == "effective" for w in doc["windows"][:at - 1])  # it was fine before
+    assert "✗ INVALID" in r.stderr and "DS702" in r.stderr
+
+
+def test_restart_in_place_is_caught_although_pid_and_command_line_stay(servers, bench, tmp_path):
+    name = servers["names"]["restart"]
+    from tests.run.helpers import record
+
+    pid = record(name)["pid"]
+    r, doc = guard(bench, name, tmp_path / "restart.jsonl")
+    assert r.returncode == 65, r.stderr[-3000:]
+    assert record(name)["pid"] == pid  # exec in place: the gate's process checks cannot see it
+    reason = next(x for x in doc["reasons"] if x["code"] == "DS701")
+    at = window_at(doc, replayed(servers, "restart"))
+    assert reason["window"] in (at, at + 1), (reason, at)
+    assert "new start-up" in reason["message"]
+
+
+def test_counter_reset_is_caught_in_its_window(servers, bench, tmp_path):
+    r, doc = guard(bench, servers["names"]["reset"], tmp_path / "reset.jsonl")
+    assert r.returncode == 65, r.stderr[-3000:]
+    reason = next(x for x in doc["reasons"] if x["code"] == "DS705")
+    at = window_at(doc, replayed(servers, "reset"))
+    assert reason["window"] in (at, at + 1), (reason, at)
+    assert "sglang:generation_tokens_total" in reason["message"]
+
+
+def test_dp_server_whose_rank0_reports_nothing_is_invalid(servers, bench, tmp_path):
+    r, doc = guard(bench, servers["names"]["dp"], tmp_path / "dp.jsonl")
+    assert r.returncode == 65, r.stderr[-3000:]
+    assert "Accept length:" not in r.stdout  # bench_serving reads internal_states[0] only (sglang PR #34743)
+    assert doc["ranks"] == ["DP0", "DP1"]
+    reason = next(x for x in doc["reasons"] if x["code"] == "DS703")
+    assert "DP0" in reason["message"] and "DP1" in reason["message"]
+    busy = [w["index"] for w in doc["windows"] if w["traffic"]]
+    assert reason["window"] == busy[0]  # silent from the first window with traffic on
+    notes = [e["message"] for w in doc["windows"] for e in w["events"] if not e["fatal"]]
+    assert any("internal_states[0]" in n for n in notes)
+
+
+def test_gate_refusal_starts_nothing(servers, tmp_path):
+    name = servers["names"]["healthy"]
+    flag = tmp_path / "ran"
+    r = subprocess.run(DYNSPEC + ["guard", name, "--max-age", "0s", "--", "touch", str(flag)], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 125 and "gate FAILED age" in r.stderr and not flag.exists()
+    r = subprocess.run(DYNSPEC + ["guard", name, "--", "no-such-benchmark-xyz"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 127 and r.stderr.strip() == "dynspec guard: no-such-benchmark-xyz: command not found"
+    r = subprocess.run(DYNSPEC + ["guard", name], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
