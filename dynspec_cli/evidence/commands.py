@@ -22,19 +22,19 @@ class FlagSpec:
 
 
 @functools.lru_cache(maxsize=None)
-def _config() -> tuple[re.Pattern, dict[str, FlagSpec]]:
+def _config() -> tuple[re.Pattern, dict[str, FlagSpec], re.Pattern]:
     d = tomllib.loads(CONFIG.read_text())
     by_name = {}
     for f in d["flag"]:
         spec = FlagSpec(f["dest"], tuple(f["names"]), f["type"])
         for n in spec.names:
             by_name[n] = spec
-    return re.compile(d["command"]), by_name
+    return re.compile(d["command"]), by_name, re.compile(d["usage"])
 
 
 def parse_flags(text: str) -> dict[str, Any]:
     """The flags of `launch_flags.toml` found in a command's text, by dest."""
-    _, by_name = _config()
+    _, by_name, _ = _config()
     try:
         tokens = shlex.split(text, comments=False, posix=True)
     except ValueError:  # an unbalanced quote in a pasted command
@@ -83,9 +83,9 @@ class CommandReader:
             return "command-cont", parse_flags(body.rstrip("\\"))
         if "launch_server" not in msg and "sglang serve" not in msg:
             return None
-        rx, _ = _config()
+        rx, _, usage = _config()
         m = rx.search(msg)
-        if not m:
+        if not m or usage.search(msg, m.end()):
             return None
         body = msg[m.end():].rstrip()
         self.continued = body.endswith("\\")

@@ -31,7 +31,7 @@ trap finish EXIT
 trap "say interrupted; exit 143" TERM INT
 gone() {  # nothing of the server left?
   sleep 1  # zombies (state Z) are not running: the container's init reaps them late
-  if ps -eo stat=,pid=,args= | awk '$1 !~ /^Z/' | grep -E "sglang[.]launch_server|sglang::"; then
+  if ps -eo stat=,pid=,args= | awk '$1 !~ /^Z/' | grep -E "[s]glang[.]launch_server|[s]glang::"; then
     say "LEFT RUNNING (above)"; return 1; fi
   say "no sglang process left"; }
 
