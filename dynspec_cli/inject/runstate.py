@@ -8,8 +8,8 @@ every identity is unproven (and so no process is ever signalled).
 Commands (the argument is one JSON object):
   status    {"dir": RUNS_DIR, "names": [..] | null, "window_live": N, "window_done": N}
             every run record in RUNS_DIR (or only those named): the record's text, whether its
-            process group is alive, the leader's start time, the pid file of an unfinished
-            ("starting") record and the processes carrying its launch token, the log's size and
+            process group is alive, the leader's start time, `identify` for it (for an unfinished
+            "starting" record from its pid file or launch token), the log's size and
             mtime and its last bytes (window_live for runs not known to be over, window_done else).
   identify  {"pid": P, "pgid": G, "token": T | null, "argv": [..] | null, "pid_file": PATH | null}
             who P and the members of group G are: start times, whether they carry the token
@@ -177,10 +177,13 @@ def status(req):
             continue
         row["record"] = text.decode("utf-8", "replace")
         pgid = int(rec.get("pgid") or 0)
-        if rec.get("state") == "starting":
-            row["identify"] = identify({"pid": rec.get("pid"), "pgid": pgid, "token": rec.get("token"),
-                                        "argv": rec.get("argv"), "pid_file": rec.get("pid_file")}, procs)
-            pgid = row["identify"]["pgid"]
+        # who the processes are, as `identify` says for stop: status calls a run alive only when
+        # stop would stop it (dynspec's ownership.prove decides from this)
+        row["identify"] = identify({"pid": rec.get("pid"), "pgid": pgid, "token": rec.get("token"),
+                                    "argv": rec.get("argv"),
+                                    "pid_file": rec.get("pid_file") if rec.get("state") == "starting" else None},
+                                   procs)
+        pgid = row["identify"]["pgid"]
         row["group_alive"] = pgid > 1 and bool(by_group.get(pgid))
         st = procs.get(int(rec.get("pid") or 0))
         row["leader_start"] = st[2] if alive(st) else None

@@ -263,6 +263,8 @@ def render_status(out: "Console", rows: list[dict], host: str, json_out: bool) -
         state = "alive" if r["alive"] else ("stopped" if r.get("state", "started") == "started" else r["state"])
         out.print(f"[{colour}]{mark}[/] [bold]{r['name']}[/] pid {r['pid'] or '?'} {state} "
                   f"verdict {r['verdict'] or 'unknown'} port {r['port']} log {r['log']}")
+        if r.get("note"):
+            out.print(f"    [yellow]{_escape(r['note'])}[/]")
         for ln in r["last_lines"]:
             out.print(f"    [dim]{_escape(ln[:200])}[/]")
 

@@ -243,9 +243,7 @@ def status(host: Host, feature_loader, names: Optional[list[str]] = None) -> lis
             continue
         if rec.state == records.STARTING:
             rec = ownership.resolve(host, rec, row["identify"])
-        alive = bool(row["group_alive"]) if rec.stopped_at is None and rec.state == records.STARTED else False
-        if alive and rec.leader_start and row["leader_start"] and row["leader_start"] != rec.leader_start:
-            alive = False  # the pid (and so its group's number) is another process's now
+        alive, note = _alive(host, rec, row["identify"])
         verdict, last_lines = rec.verdict, []
         if "log_data" in row:
             data = base64.b64decode(row["log_data"])
@@ -255,8 +253,21 @@ def status(host: Host, feature_loader, names: Optional[list[str]] = None) -> lis
             last_lines = _last_lines(data)
         else:
             last_lines = ["(log not readable)"]
-        rows.append(_row(rec, alive, verdict, last_lines))
+        rows.append(_row(rec, alive, verdict, last_lines, note))
     return sorted(rows, key=lambda r: r["started_at"])
+
+
+def _alive(host: Host, rec: RunRecord, doc: Optional[dict] = None) -> tuple[bool, Optional[str]]:
+    """(alive, note): alive only when `stop` would stop it, i.e. its processes live and are
+    provably its own (run/ownership.py); note: why live processes in its group are not counted."""
+    if rec.stopped_at is not None or rec.state != records.STARTED or rec.pgid <= 1:
+        return False, None
+    proof = ownership.prove(host, rec, doc)
+    if proof.reused:
+        return False, f"pid {rec.pid} is another process now"
+    if proof.refusal:
+        return False, f"processes in group {rec.pgid} are not provably this run's ({proof.refusal})"
+    return proof.alive, None
 
 
 def _judge(data: bytes, start: int, rec: RunRecord, feature_loader, *, alive: bool, quiet_for: float) -> Optional[str]:
@@ -276,10 +287,11 @@ def _last_lines(data: bytes) -> list[str]:
     return [ln for ln in data.decode("utf-8", "replace").splitlines() if ln.strip()][-3:]
 
 
-def _row(rec: RunRecord, alive: bool, verdict: Optional[str], last_lines: list[str]) -> dict:
+def _row(rec: RunRecord, alive: bool, verdict: Optional[str], last_lines: list[str],
+         note: Optional[str] = None) -> dict:
     return {"name": rec.name, "host": rec.host, "pid": rec.pid, "alive": alive, "verdict": verdict,
             "port": rec.port, "log": rec.log, "started_at": rec.started_at, "stopped_at": rec.stopped_at,
-            "state": rec.state, "last_lines": last_lines}
+            "state": rec.state, "last_lines": last_lines, "note": note}
 
 
 def record_status_per_call(host: Host, rec: RunRecord, feature_loader) -> dict:
@@ -287,7 +299,10 @@ def record_status_per_call(host: Host, rec: RunRecord, feature_loader) -> dict:
     kept for hosts whose python cannot run the status script, and as the benchmark's baseline)."""
     if rec.state == records.STARTING:
         rec = ownership.resolve(host, rec)
-    alive = host.group_alive(rec.pgid) if rec.stopped_at is None and rec.pgid > 1 else False
+    try:
+        alive, note = _alive(host, rec)
+    except RunError:  # the host's python cannot inspect its processes: the group's liveness is all we have
+        alive, note = (host.group_alive(rec.pgid) if rec.stopped_at is None and rec.pgid > 1 else False), None
     verdict, last_lines = rec.verdict, []
     try:
         size = host.size(rec.log) or 0
@@ -297,7 +312,7 @@ def record_status_per_call(host: Host, rec: RunRecord, feature_loader) -> dict:
         last_lines = _last_lines(data)
     except (FileNotFoundError, PermissionError):
         last_lines = ["(log not readable)"]
-    return _row(rec, alive, verdict, last_lines)
+    return _row(rec, alive, verdict, last_lines, note)
 
 
 def status_per_call(host: Host, feature_loader, names: Optional[list[str]] = None) -> list[dict]:

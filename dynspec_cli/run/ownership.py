@@ -100,8 +100,10 @@ class Proof:
     reused: bool = False  # the recorded pid is another process now, and the run's group is gone
 
 
-def prove(host: Host, rec: RunRecord) -> Proof:
-    doc = identify(host, rec)
+def prove(host: Host, rec: RunRecord, doc: Optional[dict[str, Any]] = None) -> Proof:
+    """Whether the run's processes live and are provably its own (doc: an `identify` answer
+    already in hand, e.g. status's)."""
+    doc = identify(host, rec) if doc is None else doc
     leader, members = doc.get("leader"), doc.get("members") or []
     if not leader and not members:
         return Proof(alive=False)

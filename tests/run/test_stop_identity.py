@@ -58,7 +58,20 @@ def group_without_leader(procs, env=None):
     return p.pid, start
 
 
+def status_of(name: str) -> dict:
+    st = dynspec("status", name, "--json")
+    assert st.returncode == 0, st.stderr
+    (row,) = json.loads(st.stdout)["runs"]
+    return row
+
+
 def refused(name: str, what: str) -> None:
+    """stop refuses, and status agrees (issue 22 item 9): a run whose processes stop will not
+    touch is not listed as alive, and live processes in its group are noted, not hidden."""
+    row = status_of(name)
+    assert row["alive"] is False, row
+    if row["stopped_at"] is None:
+        assert "is another process now" in row["note"] or "not provably this run's" in row["note"], row
     r = dynspec("stop", name, "--grace", "1")
     assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
     lines = r.stderr.strip().splitlines()
@@ -103,6 +116,7 @@ def test_leader_gone_members_carrying_the_token_are_stopped(tmp_path, procs, nam
     token = uuid.uuid4().hex
     pgid, start = group_without_leader(procs, env={"DYNSPEC_RUN_ID": token})
     write_record(name, pgid, tmp_path, leader_start=start, token=token)
+    assert status_of(name)["alive"] is True  # stop will stop it: alive
     r = dynspec("stop", name, "--grace", "1")
     assert r.returncode == 0 and "no process remains" in r.stdout, r.stderr
     assert pids_in_group(pgid) == []
@@ -127,6 +141,7 @@ def test_record_without_token_needs_start_time_and_command_line(tmp_path, procs,
     p = procs(["sleep", "300"])
     write_record(name, p.pid, tmp_path, leader_start=start_time(p.pid), argv=argv)
     if stops:
+        assert status_of(name)["alive"] is True
         r = dynspec("stop", name, "--grace", "1")
         assert r.returncode == 0 and "stopped:" in r.stdout, r.stderr
         assert p.wait(5) == -signal.SIGTERM
@@ -144,6 +159,7 @@ def test_launched_run_carries_its_token_and_is_stopped(tmp_path, name):
     environ = Path(f"/proc/{rec['pid']}/environ").read_bytes().split(b"\0")
     assert f"DYNSPEC_RUN_ID={rec['token']}".encode() in environ
     assert not Path(rec["pid_file"]).exists()  # the completed record holds the pid now
+    assert status_of(name)["alive"] is True
     r = dynspec("stop", name, "--grace", "5")
     assert r.returncode == 0 and "no process remains" in r.stdout, r.stderr
     assert pids_in_group(rec["pgid"]) == []
