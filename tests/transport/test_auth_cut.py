@@ -4,7 +4,6 @@ holds the first login in authentication while the test kills that connection's s
 as a network cut or an sshd restart would; the next login is let in."""
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -32,7 +31,9 @@ def cut_once(ssh_lab):
     script.write_text(f"#!/bin/sh\nif [ -e {flag} ]; then cat {ssh_lab.user_key}.pub; exit 0; fi\n"
                       f": > {flag}\nsleep 5\n")
     script.chmod(0o755)
+    home = Path(tempfile.mkdtemp(dir=ssh_lab.dir))  # its sessions' own HOME: no other test's runs there
     srv = start_sshd(Path(tempfile.mkdtemp(dir=ssh_lab.dir)), "cutauth", [], user=ssh_lab.user,
+                     session_env={"HOME": str(home)},
                      extra_config=f"AuthorizedKeysCommand {script}\nAuthorizedKeysCommandUser root\n")
     ssh_lab.extra["cutauth"] = srv
     ssh_lab.write_files()
@@ -69,7 +70,7 @@ def test_cli_first_connection_cut_during_authentication(tmp_path, ssh_lab, cut_o
     srv, flag = cut_once
     r = subprocess.run([sys.executable, "-m", "dynspec_cli", "status", "--host", "cutauth", "--ssh-config",
                         str(ssh_lab.ssh_config), "--known-hosts", str(ssh_lab.known_hosts)],
-                       capture_output=True, text=True, timeout=120, env={**os.environ, "DYNSPEC_HOME": str(tmp_path)})
+                       capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout == "no runs on cutauth\n" and "authentication failed" not in r.stderr.lower()
     assert flag.exists() and srv.accepted_logins() == 1
