@@ -1,50 +1,86 @@
-"""Launch commands inside a log: `python -m sglang.launch_server ...`, `sglang serve ...`, or the
-same inside a docker/k8s `args:` block, continued over several lines with a trailing backslash.
-They say what the user requested (configs/sglang/launch_flags.toml says how to read them)."""
+"""Launch commands inside a log: `python -m sglang.launch_server ...`, `sglang serve ...`,
+`vllm serve MODEL ...`, the same inside a docker/k8s `args:` block, continued over several lines
+with a trailing backslash, one flag per line without one, or a k8s `args:` list (`- --flag` and
+its value as the next item); and launch flags pasted on their own lines without the command head.
+They say what the user requested; each engine's `launch_flags.toml` says how to read them
+(configs/sglang/, configs/vllm/)."""
 from __future__ import annotations
 
 import functools
+import json
 import re
 import shlex
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-CONFIG = Path(__file__).resolve().parents[2] / "configs" / "sglang" / "launch_flags.toml"
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+CONFIG = CONFIGS / "sglang" / "launch_flags.toml"
+_LIST_ITEM = re.compile(r"^-\s+")  # a YAML list item: `- --tp` / `- "8"`
 
 
 @dataclass(frozen=True)
 class FlagSpec:
     dest: str
     names: tuple[str, ...]
-    type: str
+    type: str  # str | int | bool | json
+
+
+@dataclass(frozen=True)
+class Flags:
+    command: re.Pattern
+    by_name: dict[str, FlagSpec]
+    hint: tuple[str, ...]  # substrings every command head contains (a cheap skip)
+    usage: Optional[re.Pattern]  # after a head: the engine's usage text, not a launch
 
 
 @functools.lru_cache(maxsize=None)
-def _config() -> tuple[re.Pattern, dict[str, FlagSpec], re.Pattern]:
-    d = tomllib.loads(CONFIG.read_text())
+def flags_of(engine: str = "sglang") -> Flags:
+    d = tomllib.loads((CONFIGS / engine / "launch_flags.toml").read_text())
     by_name = {}
     for f in d["flag"]:
         spec = FlagSpec(f["dest"], tuple(f["names"]), f["type"])
         for n in spec.names:
             by_name[n] = spec
-    return re.compile(d["command"]), by_name, re.compile(d["usage"])
+    return Flags(re.compile(d["command"]), by_name, tuple(d["hint"]), re.compile(d["usage"]) if "usage" in d else None)
 
 
-def parse_flags(text: str) -> dict[str, Any]:
-    """The flags of `launch_flags.toml` found in a command's text, by dest."""
-    _, by_name, _ = _config()
+def _tokens(text: str) -> list[str]:
     try:
-        tokens = shlex.split(text, comments=False, posix=True)
+        return shlex.split(text, comments=False, posix=True)
     except ValueError:  # an unbalanced quote in a pasted command
-        tokens = text.split()
+        return text.split()
+
+
+def _value(spec: FlagSpec, raw: str) -> Any:
+    """The flag's value, or None when the text is no value of its type (a shell variable, $TP)."""
+    if spec.type == "int":
+        try:
+            return int(raw)
+        except ValueError:
+            return None
+    if spec.type == "json":
+        try:
+            v = json.loads(raw)
+        except ValueError:
+            return None
+        return v if isinstance(v, dict) else None
+    return raw
+
+
+def parse_flags(text: str, engine: str = "sglang") -> dict[str, Any]:
+    """The flags of the engine's `launch_flags.toml` found in a command's text, by dest."""
+    return _parse(_tokens(text), flags_of(engine))[0]
+
+
+def _parse(tokens: list[str], fl: Flags) -> tuple[dict[str, Any], Optional[FlagSpec]]:
+    """(flags, the flag whose value is still to come: the last token was a flag needing one)."""
     out: dict[str, Any] = {}
     i = 0
     while i < len(tokens):
-        tok = tokens[i]
-        name, _, inline = tok.partition("=")
-        spec = by_name.get(name)
+        name, eq, inline = tokens[i].partition("=")
+        spec = fl.by_name.get(name)
         if spec is None:
             i += 1
             continue
@@ -52,41 +88,58 @@ def parse_flags(text: str) -> dict[str, Any]:
             out[spec.dest] = True
             i += 1
             continue
-        value = inline if inline else (tokens[i + 1] if i + 1 < len(tokens) else None)
-        i += 1 if inline else 2
-        if value is None or value.startswith("--"):
+        if not eq and i + 1 >= len(tokens):
+            return out, spec
+        raw = inline if eq else tokens[i + 1]
+        i += 1 if eq else 2
+        if raw.startswith("--"):
+            i -= 1  # that was the next flag, not a value
             continue
-        if spec.type == "int":
-            try:
-                out[spec.dest] = int(value)
-            except ValueError:
-                continue  # a shell variable ($TP) is not a value
-        else:
+        value = _value(spec, raw)
+        if value is not None:
             out[spec.dest] = value
-    return out
+    return out, None
 
 
 @dataclass
 class CommandReader:
-    """Fed one message at a time: returns the flags a launch-command line (or one of its
-    continuation lines) adds, `None` for any other line."""
+    """Fed one message at a time: returns ("command", flags) for a launch-command line,
+    ("command-cont", flags) for a line that continues one or a line of launch flags on its own,
+    `None` for any other line."""
 
-    continued: bool = False
+    engine: str = "sglang"
+    continued: bool = False  # the last command line ended in a backslash
+    active: bool = False  # a command (or a run of flag lines) is being read
+    pending: Optional[FlagSpec] = field(default=None, repr=False)  # a k8s list item whose value is the next item
 
     def feed(self, msg: str) -> Optional[tuple[str, dict[str, Any]]]:
-        if self.continued:
-            body = msg.rstrip()
-            if not body.lstrip().startswith("-") and " --" not in body:
-                self.continued = False  # the command ended; this is a log line of its own
-                return self.feed(msg)
-            self.continued = body.endswith("\\")
-            return "command-cont", parse_flags(body.rstrip("\\"))
-        if "launch_server" not in msg and "sglang serve" not in msg:
-            return None
-        rx, _, usage = _config()
-        m = rx.search(msg)
-        if not m or usage.search(msg, m.end()):
-            return None
-        body = msg[m.end():].rstrip()
-        self.continued = body.endswith("\\")
-        return "command", parse_flags(body.rstrip("\\"))
+        fl = flags_of(self.engine)
+        body = msg.strip()
+        item = _LIST_ITEM.sub("", body, count=1)
+        if self.pending is not None:  # the value of the flag on the item before
+            spec, self.pending = self.pending, None
+            toks = _tokens(item)
+            value = _value(spec, toks[0]) if toks else None
+            if value is not None:
+                return "command-cont", {spec.dest: value}
+        if any(h in msg for h in fl.hint) and (m := fl.command.search(msg)):
+            if fl.usage is not None and fl.usage.search(msg, m.end()):
+                self.active = self.continued = False
+                return None
+            return "command", self._read(msg[m.end():], fl)
+        if self.continued or (self.active and item.startswith("-")):
+            return "command-cont", self._read(item, fl)
+        if item.startswith("--"):  # launch flags on their own, without the command head
+            flags = self._read(item, fl)
+            if flags or self.pending is not None:
+                return "command-cont", flags
+        self.active = self.continued = False
+        self.pending = None
+        return None
+
+    def _read(self, text: str, fl: Flags) -> dict[str, Any]:
+        text = text.rstrip()
+        self.continued = text.endswith("\\")
+        flags, self.pending = _parse(_tokens(text.rstrip("\\")), fl)
+        self.active = True
+        return flags

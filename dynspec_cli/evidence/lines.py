@@ -5,13 +5,17 @@ before logging is configured (< 0.5.11), wrappers added by the user's environmen
 compose `svc  | `, Kubernetes CRI `...Z stderr F `, Ray `(Worker pid=..)`, pm2 `3|app  | `, journald,
 log-viewer exports, Markdown quote marks and inline-code backticks of pasted logs), logging's default
 `WARNING:sglang.srt.server_args:` form, level/file tags such as `WARNING server_args.py:2386:`,
-ANSI colours, CRLF, tqdm fragments glued to a line with `\\r`, invalid UTF-8."""
+ANSI colours (also pasted as text: `^[[1;36m`, `\\u001b[36m`), CRLF (also `^M`), tqdm fragments
+glued to a line with `\\r`, invalid UTF-8."""
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
+# The same codes pasted as text: caret notation (`^[[1;36m`, as `cat -v` and less show them) and
+# JSON's escape (`\u001b[36m`, log collectors that store lines as JSON strings).
+_ANSI_TEXT = re.compile(r"(?:\^\[|\\u001[bB])\[[0-9;?]*[ -/]*[@-~]")
 _WRAPPERS = (
     # Kubernetes CRI: 2026-02-27T19:49:17.123456789Z stderr F msg
     re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d) (?:stdout|stderr) [FP] "),
@@ -77,6 +81,10 @@ def decode(raw: bytes) -> str:
 def strip_noise(text: str) -> str:
     if "\x1b" in text:
         text = _ANSI.sub("", text)
+    if "^[" in text or "\\u001" in text:
+        text = _ANSI_TEXT.sub("", text)
+    if "^M" in text:  # a carriage return in caret notation: a line end, or tqdm's redraw mid-line
+        text = text.replace("^M", "\r")
     return text.rstrip("\r\n")
 
 

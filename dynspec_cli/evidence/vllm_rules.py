@@ -8,9 +8,12 @@ removed by evidence/lines.py first."""
 from __future__ import annotations
 
 import ast
+import functools
 import re
+import tomllib
 from typing import Any, Optional
 
+from dynspec_cli.evidence.commands import CONFIGS, CommandReader
 from dynspec_cli.evidence.lines import Line
 from dynspec_cli.evidence.rules import LAUNCH_PREFIX, PROBE_PREFIX, Observation, _maybe_exception
 from dynspec_cli.knowledge.features import Feature
@@ -26,16 +29,15 @@ _NON_DEFAULT = re.compile(r"non-default args: (?P<args>\{.*\})\s*$")
 _STATS = re.compile(r"Avg prompt throughput: [\d.]+ tokens/s, Avg generation throughput: (?P<gen>[\d.]+) tokens/s")
 _API_VERSION = re.compile(r"vLLM API server version (?P<version>\S+)")
 
-# what `--engine auto` recognises vLLM by, in the first lines of a log: lines only vLLM writes...
-_STRONG = (
-    re.compile(r"Initializing a V1 LLM engine \(v"),
-    re.compile(r"vLLM API server version "),
-    re.compile(r"^\((?:APIServer|EngineCore(?:_\d+|_DP\d+)?|VllmWorker(?: rank=\d+)?|Worker(?:_[A-Z]+\d+)*) pid=\d+\)"),
-    re.compile(r'File "[^"]*/vllm/v1/(?:engine|worker|executor)/'),
-)
-# ...and sglang's own prefix, which rules vLLM out: sglang imports vllm, whose platform
-# detection then logs one vLLM-format line into an sglang log.
-_SGLANG = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d")
+
+
+@functools.lru_cache(maxsize=None)
+def _detect() -> tuple[list[re.Pattern], int, list[re.Pattern], frozenset]:
+    """configs/vllm/detect.toml and configs/sglang/detect.toml: what tells the engines apart."""
+    v = tomllib.loads((CONFIGS / "vllm" / "detect.toml").read_text())
+    sg = tomllib.loads((CONFIGS / "sglang" / "detect.toml").read_text())
+    return ([re.compile(p) for p in v["strong"]], int(v["prefixed"]), [re.compile(p) for p in sg["strong"]],
+            frozenset(sg["files"]))
 
 
 def normalize(line: Line) -> Line:
@@ -102,10 +104,14 @@ class VllmClassifier:
                     'File "', "non-default args:", "Avg generation throughput", "vLLM API server version"]
         literals += [r.literal for r, _ in self._rows]
         self.literals = sorted({x for x in literals if x})
+        self.commands = CommandReader("vllm")
 
     def classify(self, line: Line) -> list[Observation]:
         normalize(line)
         msg = line.msg
+        cmd = None if msg.startswith(LAUNCH_PREFIX) or PROBE_PREFIX in msg else self.commands.feed(msg)
+        if cmd is not None:  # a launch command in the log: the flags the user requested
+            return [Observation(cmd[0], line, cmd[0], {"flags": cmd[1]})]
         src = line.src or ""
         runner_src = "v1" if src.endswith("gpu_model_runner.py") else "v2" if "v1/worker/gpu/" in src else None
         if not any(lit in msg for lit in self.literals):
@@ -130,7 +136,7 @@ class VllmClassifier:
                 m = rx.search(msg)
                 if m:
                     data = {k: v for k, v in m.groupdict().items() if v is not None}
-                    if row.id == "engine-config":
+                    if "config" in data:  # an engine config line (its fields: parse_engine_config)
                         data.update(parse_engine_config(msg))
                     out.append(Observation("landmark", line, row.id, data))
         if "non-default args:" in msg:
@@ -151,9 +157,12 @@ class VllmClassifier:
 
 
 def looks_like_vllm(head: list[str]) -> bool:
-    """True when the first lines of a log were written by vLLM (for `--engine auto`)."""
+    """True when the first lines of a log were written by vLLM (for `--engine auto`): the first
+    line only one engine writes decides; else enough lines with vLLM's prefix, unless the prefix
+    names an sglang file."""
     from dynspec_cli.evidence.lines import _WRAPPERS, strip_noise
 
+    vllm_strong, enough, sglang_strong, sglang_files = _detect()
     outer = [w for w in _WRAPPERS if "pid=" not in w.pattern]  # docker compose, Kubernetes, docker logs -t
     prefixed = 0
     for raw in head:
@@ -162,11 +171,14 @@ def looks_like_vllm(head: list[str]) -> bool:
             m = w.match(text)
             if m and m.end() < len(text):
                 text = text[m.end():]
-        if any(p.search(text) for p in _STRONG):
-            return True
-        if _SGLANG.match(text) or "server_args=ServerArgs(" in text:
+        if any(p.search(text) for p in sglang_strong):
             return False
+        if any(p.search(text) for p in vllm_strong):
+            return True
         m = _PROC.match(text)
-        if _VLLM_PREFIX.match(text[m.end():] if m else text):
+        pm = _VLLM_PREFIX.match(text[m.end():] if m else text)
+        if pm:
+            if pm.group("src").rsplit("/", 1)[-1] in sglang_files:
+                return False
             prefixed += 1
-    return prefixed >= 2
+    return prefixed >= enough

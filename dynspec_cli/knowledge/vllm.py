@@ -48,8 +48,15 @@ class ProposerRow(_Row):
     module: str
 
 
+class V0ProposerRow(_Row):
+    cls: str
+    methods: list[str]
+    wrapper: bool = False
+
+
 class ProposersFile(_Row):
     proposer: list[ProposerRow]
+    v0: list[V0ProposerRow] = []
 
 
 class LineRow(_Row):
@@ -76,6 +83,7 @@ class StartupFrame(_Row):
 
 class FramesFile(_Row):
     startup: list[StartupFrame]
+    speculative: list[str] = []  # path fragments of vLLM's speculative-decoding code
 
 
 class KnobRow(_Row):
@@ -123,11 +131,14 @@ class VllmKnowledge:
         self.releases, self.covered = rel.releases, rel.covered
         self.all = (1 << len(self.releases)) - 1
         self.runner_ranges = tables.load_toml(d / "runner.toml", RunnerFile).range
-        self.proposers = tables.load_toml(d / "proposers.toml", ProposersFile).proposer
+        proposers = tables.load_toml(d / "proposers.toml", ProposersFile)
+        self.proposers = proposers.proposer
+        self.v0_proposers = {r.cls: r for r in proposers.v0}
         self.lines = tables.load_toml(d / "log_lines.toml", LinesFile).line
         self.knobs = tables.load_toml(d / "knobs.toml", KnobsFile).knob
-        self.startup_frames = [(re.compile(f.path), frozenset(f.functions))
-                               for f in tables.load_toml(d / "frames.toml", FramesFile).startup]
+        frames = tables.load_toml(d / "frames.toml", FramesFile)
+        self.startup_frames = [(re.compile(f.path), frozenset(f.functions)) for f in frames.startup]
+        self.speculative_paths = tuple(frames.speculative)
         self.line_by_id = {r.id: r for r in self.lines}
         for r in self.runner_ranges:
             if r.fallback_warning and r.fallback_warning not in self.line_by_id:

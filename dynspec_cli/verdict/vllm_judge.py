@@ -49,6 +49,11 @@ class VllmLaunch:
     served_line: Optional[Line] = None  # the last line showing requests served
     startup_line: Optional[Line] = None  # a crash line or frame that runs only while the server starts
     spec_line: Optional[Line] = None  # a line only a speculating server writes (implies speculative)
+    command_line: Optional[Line] = None  # a launch command in the log
+    requested: dict = field(default_factory=dict)  # its flags (configs/vllm/launch_flags.toml)
+    proposer: Optional[tuple[str, Line]] = None  # V0's proposer class, as logged
+    method_hint: Optional[tuple[str, Line]] = None  # a method a line names (a V2 rejection)
+    last_log_offset: int = -1  # the last line that is not a launch command
     frames: list = field(default_factory=list)
     past_config: bool = False
     phase: str = "args"
@@ -95,13 +100,28 @@ class VllmJudge:
 
     def feed(self, obs: Observation) -> None:
         la = self._current(obs.line)
-        starts = obs.kind == "landmark" and obs.id in ("engine-config", "api-version", "non-default-args")
+        starts = obs.kind == "landmark" and obs.id in ("engine-config", "engine-config-v0", "api-version", "non-default-args")
         if starts and la.past_config:
             self.earlier_markers.extend(la.markers)
-            la = VllmLaunch(len(self.launches) + 1, obs.line)
+            prev, la = la, VllmLaunch(len(self.launches) + 1, obs.line)
+            if prev.command_line is not None and prev.command_line.offset > prev.last_log_offset:
+                # the command right before the new launch's first lines is the new launch's
+                la.command_line, la.requested, prev.command_line, prev.requested = prev.command_line, prev.requested, None, {}
             self.launches.append(la)
         la.last_line = obs.line
-        getattr(self, f"_on_{obs.kind}")(la, obs)
+        if not obs.kind.startswith("command"):
+            la.last_log_offset = obs.line.offset
+        getattr(self, f"_on_{obs.kind.replace('-', '_')}")(la, obs)
+
+    def _on_command(self, la: VllmLaunch, obs: Observation) -> None:
+        """A launch command pasted into the log: what was requested. It does not start a launch
+        (people paste the crash, then the command): lines of a new launch's start-up do."""
+        if obs.kind == "command":
+            la.command_line, la.requested = obs.line, {}
+        la.command_line = la.command_line or obs.line
+        la.requested.update(obs.data.get("flags") or {})
+
+    _on_command_cont = _on_command
 
     def _on_launch(self, la: VllmLaunch, obs: Observation) -> None:
         pass
@@ -127,10 +147,13 @@ class VllmJudge:
         la.in_traceback = True
         la.traceback_line = la.traceback_line or obs.line
         la.trouble_line = obs.line
+        la.past_config = True  # a later engine config is another launch
         path = obs.data.get("path", "")
         la.frames.append(obs)
         if la.startup_line is None and self.k.is_startup_frame(path.replace("\\", "/"), obs.data.get("function", "")):
             la.startup_line = obs.line
+        if la.spec_line is None and any(p in path for p in self.k.speculative_paths):
+            la.spec_line = obs.line  # speculative-decoding code ran
         runner = "v2" if any(p in path for p in _V2_PATH) else "v1" if any(p in path for p in _V1_PATH) else None
         if runner and la.runner is None:
             self._set_runner(la, runner, obs.line, f"traceback frame in {path.split('/vllm/', 1)[-1]}")
@@ -151,7 +174,9 @@ class VllmJudge:
                 la.startup_line = line
             la.past_config = True
             return
-        if rid == "engine-config":
+        if rid == "engine-config-dump" and la.config_line is not None:
+            return  # dump_input's copy of a config already read
+        if "config" in d:  # engine-config, its V0 wordings, dump_input's copy
             la.config_line = line
             la.version, la.version_line = d.get("version"), line
             if "speculative" in d:
@@ -160,6 +185,14 @@ class VllmJudge:
             la.tp_size = d.get("tensor_parallel_size", la.tp_size)
             la.phase = "config"
             return
+        if rid in ("v0-proposer", "v0-proposer-wrapped"):
+            cls = d.get("cls", "")
+            row0 = self.k.v0_proposers.get(cls)
+            if la.proposer is None or not (row0 and row0.wrapper):
+                la.proposer = (cls, line)
+            return
+        if d.get("method") and la.method_hint is None:
+            la.method_hint = (d["method"], line)
         if rid == "api-version":
             la.version, la.version_line = la.version or d["version"], la.version_line or line
             return
@@ -188,7 +221,7 @@ class VllmJudge:
             la.past_config = True
             return
         la.past_config = True
-        served = rid in ("ready", "spec-metrics") or (row is not None and row.evidence == "served") or (
+        served = rid in ("ready", "spec-metrics", "spec-metrics-v0") or (row is not None and row.evidence == "served") or (
             rid == "engine-stats" and d.get("gen", 0) > 0)
         if served:
             la.served_line = line
@@ -200,7 +233,7 @@ class VllmJudge:
             la.phase = row.phase
         if rid == "ready":
             la.ready = line
-        elif rid == "spec-metrics":
+        elif rid in ("spec-metrics", "spec-metrics-v0"):
             la.metrics += 1
             la.metrics_line = la.metrics_line or line
             la.last_accept = d.get("accept_len")
@@ -228,7 +261,7 @@ class VllmJudge:
             findings.append(Finding("DS606", f"vllm {version} is not in configs/vllm/releases.toml ({k.releases[0]} – {k.releases[-1]}).",
                                     line=_no(la.version_line), text=_clip(la.version_line.text) if la.version_line else None))
         spec = la.speculative
-        method = (spec or {}).get("method") if isinstance(spec, dict) else la.spec_args.get("method")
+        method, method_line, method_basis = self._method(la)
         if spec is None:
             findings.append(Finding("DS602", "the engine config shows speculative_config=None: no proposer runs.",
                                     line=_no(la.config_line), text=_clip(la.config_line.text)))
@@ -247,6 +280,9 @@ class VllmJudge:
                 worker.update({"class": p.cls, "module": p.module, "basis": basis, "candidates": [p.cls]})
         elif runner:
             worker["basis"] = basis
+        if la.proposer is not None and worker["class"] is None:
+            cls, line = la.proposer
+            worker.update({"class": cls, "basis": f"V0's SpecDecodeWorker proposer at line {line.no or '?'}", "candidates": [cls]})
         worker["runner"] = runner
         if spec is not None and runner and self.patched_runners and runner not in self.patched_runners and not la.markers:
             ev = la.runner_line or la.first
@@ -320,7 +356,26 @@ class VllmJudge:
                   "phase": "ready" if la.ready else la.phase, "shards": None, "decode_lines": la.metrics,
                   "last_decode": {"accept_len": la.last_accept} if la.last_accept else None}
         return self._make(v, version, method, worker, marker, findings, missing, crash, crashed, launch,
-                          ready=la.ready is not None, runner=runner, claims=_claims(la, crashed, method, worker))
+                          ready=la.ready is not None, runner=runner,
+                          claims=_claims(la, crashed, (method, method_line, method_basis), worker))
+
+    def _method(self, la: VllmLaunch) -> tuple[Optional[str], Optional[Line], str]:
+        """The speculative method and the line that names it: the engine config, the arguments vLLM
+        parsed, V0's proposer (when only one method builds it), a line naming it, the launch command."""
+        if isinstance(la.speculative, dict) and la.speculative.get("method"):
+            return la.speculative["method"], la.config_line, "the engine config"
+        if la.spec_args.get("method"):
+            return la.spec_args["method"], la.args_line, "the arguments vLLM parsed (non-default args)"
+        if la.proposer is not None:
+            row = self.k.v0_proposers.get(la.proposer[0])
+            if row is not None and len(row.methods) == 1:
+                return row.methods[0], la.proposer[1], f"only {row.methods[0]} builds V0's {row.cls} (proposers.toml)"
+        if la.method_hint is not None:
+            return la.method_hint[0], la.method_hint[1], "named by vLLM's message"
+        requested = _requested_method(la.requested)
+        if requested:
+            return requested, la.command_line, "requested by the launch command in the log"
+        return None, None, ""
 
     def _make(self, v, version, method, worker, marker, findings, missing, crash, crashed, launch, *, ready=False,
               runner=None, claims=None):
@@ -341,7 +396,16 @@ class VllmJudge:
                       "the server process exited before it became ready.")
 
 
-def _claims(la: VllmLaunch, crashed: bool, method: Optional[str], worker: dict[str, Any]) -> dict[str, Any]:
+def _requested_method(flags: dict) -> Optional[str]:
+    """The method a launch command asks for: --speculative-config's "method"; V0's
+    --speculative-model "[ngram]"."""
+    sc = flags.get("speculative_config")
+    if isinstance(sc, dict) and isinstance(sc.get("method"), str):
+        return sc["method"]
+    return "ngram" if flags.get("speculative_model") == "[ngram]" else None
+
+
+def _claims(la: VllmLaunch, crashed: bool, method_of: tuple, worker: dict[str, Any]) -> dict[str, Any]:
     """The claims of verdict/claims.py, from the vLLM launch: each proven with its line, or null."""
     claim = claim_rules.claim
     if crashed and la.crash is not None:
@@ -357,16 +421,21 @@ def _claims(la: VllmLaunch, crashed: bool, method: Optional[str], worker: dict[s
         c_ready = claim(False, la.startup_line, "the launch crashed while it was starting (this line runs only before ready)")
     else:
         c_ready = claim(None, None, "")
-    method_line = la.config_line if isinstance(la.speculative, dict) else la.args_line
-    c_algo = claim(method, method_line, "the engine config / the arguments vLLM parsed") if method else claim(None, None, "")
-    c_worker = claim(worker.get("class"), la.runner_line, worker.get("basis") or "") if worker.get("class") else claim(None, None, "")
+    method, method_line, method_basis = method_of
+    c_algo = claim(method, method_line, method_basis) if method else claim(None, None, "")
+    wline = la.proposer[1] if la.proposer is not None and worker.get("class") == la.proposer[0] else la.runner_line
+    c_worker = claim(worker.get("class"), wline, worker.get("basis") or "") if worker.get("class") else claim(None, None, "")
+    requested = la.requested.get("speculative_config") or la.requested.get("speculative_model")
     if la.speculative is None:
         c_spec = claim(False, la.config_line, "the engine config shows speculative_config=None")
-    elif isinstance(la.speculative, dict) or la.spec_args:
-        c_spec = claim(True, method_line, "the engine config / the arguments carry a speculative_config")
+    elif isinstance(la.speculative, dict):
+        c_spec = claim(True, la.config_line, "the engine config carries a speculative_config")
+    elif la.spec_args:
+        c_spec = claim(True, la.args_line, "the arguments vLLM parsed carry a speculative_config")
     elif la.metrics or la.spec_line is not None:
-        line = la.metrics_line or la.spec_line
-        c_spec = claim(True, line, "a line only a speculating server writes")
+        c_spec = claim(True, la.metrics_line or la.spec_line, "a line only a speculating server writes")
+    elif requested:
+        c_spec = claim(True, la.command_line, "requested by the launch command in the log")
     else:
         c_spec = claim(None, None, "")
     return {"crashed": c_crashed, "server_ready": c_ready, "speculative_algorithm": c_algo, "worker": c_worker,

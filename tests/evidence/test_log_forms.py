@@ -52,7 +52,9 @@ def test_launch_command_continued_over_lines():
     assert r.feed("          python3 -m sglang.launch_server \\") == ("command", {})
     assert r.feed("          --tensor-parallel-size 16 \\") == ("command-cont", {"tp_size": 16})
     assert r.feed("          --nnodes 2") == ("command-cont", {"nnodes": 2})
-    assert r.feed("          --nnodes 4") is None  # the command ended on the line before
+    assert r.feed("          --nnodes 4") == ("command-cont", {"nnodes": 4})  # launch flags on their own line
+    assert r.feed("          echo done") is None  # a shell line ends the command
+    assert r.feed("          --trust-remote-code") is None  # no launch flag: not a command line
 
 
 def test_quoted_entrypoint_warning_is_not_a_command():

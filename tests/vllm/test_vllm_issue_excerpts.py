@@ -17,8 +17,8 @@ FEATURE = load_feature("vllm-eagle-speculator-example")
 
 def test_there_are_enough_real_excerpts():
     assert len(CASES) >= 20
-    repos = {json.loads(p.read_text())["repo"] for p in CASES}
-    assert all(r.startswith("vllm-project/") for r in repos)
+    repos = [json.loads(p.read_text())["repo"] for p in CASES]
+    assert sum(r.startswith("vllm-project/") for r in repos) >= 30  # the rest: projects that run vLLM
 
 
 CLAIMS = ("crashed", "server_ready", "speculative_algorithm", "worker", "speculative")
