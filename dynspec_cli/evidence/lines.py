@@ -46,9 +46,6 @@ _SGLANG_PREFIX = re.compile(
 )
 _TAG = re.compile(r"([A-Z_]+?)(\d+)")
 _LEVEL_FORMS = (
-    # ERROR 04-11 15:03:19 [tp_worker_overlap_thread.py:112] msg   (vLLM's format: older sglang
-    # builds that logged through vllm's logger, custom logging configs)
-    re.compile(r"^(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?[\w./-]+\.py:\d+\] ?"),
     # WARNING server_args.py:2386: msg   (custom logging formats)
     re.compile(r"^(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) +[\w./-]+\.py:\d+: ?"),
     # WARNING:sglang.srt.server_args:msg   (logging.basicConfig default)

@@ -20,6 +20,10 @@ _EXCEPTION = re.compile(
     r"^(?P<exception>(?:[A-Za-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit|Warning_?)?)(?::\s*(?P<message>.*))?$"
 )
 _BUILTIN_FATAL = re.compile(r"(?:Error|Exception|Interrupt|Exit)$")
+# vLLM's line format, which older sglang builds (logging through vllm's logger) and custom logging
+# configs write too: "ERROR 04-11 15:03:19 [tp_worker_overlap_thread.py:112] msg". (Not in
+# evidence/lines.py: the vLLM classifier reads the file name from it.)
+_VLLM_SHAPE = re.compile(r"^(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?[\w./-]+\.py:\d+\] ?")
 
 
 @dataclass
@@ -51,6 +55,8 @@ class Classifier:
         self.commands = CommandReader()
 
     def classify(self, line: Line) -> list[Observation]:
+        if line.msg[:1] in "DIWEC" and (m := _VLLM_SHAPE.match(line.msg)):
+            line.msg = line.msg[m.end():]
         msg = line.msg
         cmd = None if msg.startswith(LAUNCH_PREFIX) or PROBE_PREFIX in msg else self.commands.feed(msg)
         if cmd is not None:  # a launch command in the log: the flags the user requested
