@@ -8,15 +8,15 @@ Addresses exist only on these veths and the bridge; no route is added anywhere e
 stays between the namespaces and the root namespace of this machine. A private ssh_config
 (aliases node0..node{n-1}) and known_hosts are written in the lab's directory (never ~/.ssh).
 
-Everything is torn down by `stop()` (the session fixture calls it, also on failure; an atexit
-hook is the last resort). Needs root and iproute2; `netns_unavailable()` says why not otherwise.
+Everything is torn down by `stop()` (the session fixture calls it, also on failure; the suite's
+cleanup on exit, SIGINT or SIGTERM is the last resort: tests/support/procs.py). Needs root and
+iproute2; `netns_unavailable()` says why not otherwise.
 
 Fixture: `netns_lab` (session-scoped, 4 namespaces); tests use lab.ssh_config / lab.known_hosts,
 lab.alias(i), lab.addr(i), lab.kill_sessions(i).
 """
 from __future__ import annotations
 
-import atexit
 import getpass
 import os
 import shutil
@@ -30,7 +30,8 @@ from typing import Optional
 
 import pytest
 
-from tests.support.sshd import SSHD, _children, _comm, _dynspec_home_env, keygen, require_openssh
+from tests.support.procs import on_cleanup
+from tests.support.sshd import SSHD, _dynspec_home_env, keygen, require_openssh, session_pids
 
 IP = shutil.which("ip") or "/usr/sbin/ip"
 
@@ -78,15 +79,7 @@ class NsHost:
 
     def session_pids(self) -> list[int]:
         """sshd processes serving connections (children of the listener and theirs)."""
-        if self.proc is None:
-            return []
-        out, todo = [], [self.proc.pid]
-        while todo:
-            for kid in _children(todo.pop()):
-                if _comm(kid).startswith("sshd"):
-                    out.append(kid)
-                    todo.append(kid)
-        return out
+        return [] if self.proc is None else session_pids(self.proc.pid)
 
 
 @dataclass
@@ -117,12 +110,12 @@ class NetnsLab:
 
     def start(self) -> "NetnsLab":
         require_openssh()
+        on_cleanup(self.stop)  # (before anything exists: an interrupted start is torn down too)
         Path("/run/sshd").mkdir(mode=0o755, parents=True, exist_ok=True)
         self.dir.mkdir(parents=True, exist_ok=True)
         tag = os.getpid() % 100000
         self.subnet = _free_subnet()
         self.bridge = f"dsnbr{tag}"
-        atexit.register(self.stop)
         _ip("link", "add", self.bridge, "type", "bridge")
         _ip("addr", "add", f"10.231.{self.subnet}.1/24", "dev", self.bridge)
         _ip("link", "set", self.bridge, "up")

@@ -1,9 +1,21 @@
 """Processes on this machine, read from /proc: who is in a process group, whose command line
-holds a text. Zombies do not count (they are gone, only not yet reaped)."""
+holds a text. Zombies do not count (they are gone, only not yet reaped).
+
+Also what the suite started and must take down however it ends (normal exit, SIGINT, SIGTERM):
+`on_cleanup(fn)` registers a stop function (sshds, namespaces, the Slurm cluster); `cleanup_all()`
+(tests/conftest.py's pytest_unconfigure, atexit) calls them, newest first, then kills every
+process still carrying this run's SUITE_MARK in its environment (set by tests/conftest.py, passed
+on to ssh sessions by the test sshds' SetEnv): the servers dynspec launched for the tests, their
+children, whatever a test left behind."""
 from __future__ import annotations
 
+import atexit
 import os
+import signal
 from pathlib import Path
+
+SUITE_MARK = "DYNSPEC_SUITE_RUN"
+_cleanups: list = []
 
 
 def stat_fields(pid: str) -> list[str] | None:
@@ -36,6 +48,53 @@ def pids_with(text: str) -> list[int]:
         if text in cmd and st and st[0] not in "ZX":
             out.append(int(d))
     return out
+
+
+def marked_pids(mark: str) -> list[int]:
+    """Live processes (other than this one) whose environment holds SUITE_MARK=mark."""
+    needle = f"{SUITE_MARK}={mark}\0".encode()
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or int(d) == os.getpid():
+            continue
+        try:
+            env = Path(f"/proc/{d}/environ").read_bytes()
+        except OSError:
+            continue
+        st = stat_fields(d)
+        if (env.startswith(needle) or b"\0" + needle in env) and st and st[0] not in "ZX":
+            out.append(int(d))
+    return out
+
+
+def on_cleanup(fn):
+    """Call fn (once) when the suite ends, however it ends. Returns fn."""
+    _cleanups.append(fn)
+    return fn
+
+
+def cleanup_all() -> None:
+    """The registered stops, newest first, then SIGKILL for this run's marked processes. SIGINT and
+    SIGTERM wait meanwhile: a second Ctrl-C must not leave half of it undone."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        while _cleanups:
+            try:
+                _cleanups.pop()()
+            except Exception:
+                pass
+        mark = os.environ.get(SUITE_MARK)
+        for _ in range(3) if mark else ():  # (a second pass for what forked meanwhile)
+            for pid in marked_pids(mark):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+atexit.register(cleanup_all)
 
 
 class CmdlineSampler:

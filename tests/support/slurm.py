@@ -25,6 +25,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.procs import on_cleanup
+
 DAEMONS = ("/usr/sbin/slurmctld", "/usr/sbin/slurmd", "/usr/sbin/munged")
 CLIENTS = ("sbatch", "squeue", "scontrol", "scancel", "sinfo", "srun")
 INSTALL_HINT = "apt-get install -y --no-install-recommends slurmctld slurmd slurm-client munge"
@@ -50,6 +52,7 @@ class SlurmCluster:
     partition: str = "debug"
     nodes: tuple = NODES
     procs: list = field(default_factory=list)
+    stopped: bool = False
 
     @property
     def env(self) -> dict[str, str]:
@@ -126,6 +129,7 @@ def start_cluster(root: Path) -> SlurmCluster:
     ctld_port, *node_ports = _free_ports(1 + len(NODES))
     conf = _write_conf(root, ctld_port, node_ports)
     cl = SlurmCluster(root, conf)
+    on_cleanup(lambda: stop_cluster(cl))  # (also when interrupted while the daemons start)
     munge = [DAEMONS[2], f"--socket={root}/munge/sock", f"--key-file={key}", "--force", "--foreground",
              f"--pid-file={root}/munge/pid", f"--log-file={root}/munge/log", f"--seed-file={root}/munge/seed"]
     cl.procs.append(subprocess.Popen(munge, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -156,7 +160,10 @@ def _wait(cond, timeout: float, what: str, log: Path | None = None) -> None:
 
 def stop_cluster(cl: SlurmCluster) -> list[str]:
     """Cancel what is left, note it (a test that left a job behind is a failure), stop the daemons."""
-    left = cl.queued()
+    if cl.stopped:
+        return []
+    cl.stopped = True
+    left = cl.queued() if cl.procs else []
     if left:
         cl.run("scancel", "--full", *[ln.split()[0] for ln in left], check=False)
         cl.wait_empty(30)

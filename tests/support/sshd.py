@@ -31,6 +31,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.procs import SUITE_MARK, on_cleanup
+
 SSHD = "/usr/sbin/sshd"
 SSH_KEYGEN = shutil.which("ssh-keygen") or "/usr/bin/ssh-keygen"
 INSTALL_HINT = "apt-get install -y openssh-server openssh-client"
@@ -40,11 +42,13 @@ def _dynspec_home_env(session_env: dict[str, str] | None = None) -> str:
     """The suite's DYNSPEC_HOME (tests/conftest.py) for the sessions too: a test host's records land
     in the temp home, never in the sshd user's real ~/.dynspec. A server whose sessions get their own
     (temporary) HOME keeps dynspec's default there, ~/.dynspec, which is what such tests look at."""
+    mark = os.environ.get(SUITE_MARK, "")  # this run's mark too: what a session starts is taken down with it
+    mark = f" {SUITE_MARK}={mark}" if mark and " " not in mark else ""
     home = os.environ.get("DYNSPEC_SUITE_HOME")  # (not DYNSPEC_HOME: the test starting a session sshd may
     session_env = session_env or {}             # have pointed that at its own private home)
     if "HOME" in session_env or "DYNSPEC_HOME" in session_env or not home or " " in home:
-        return ""
-    return f" DYNSPEC_HOME={home}"
+        return mark
+    return f"{mark} DYNSPEC_HOME={home}"
 
 
 def require_openssh() -> None:
@@ -119,13 +123,7 @@ class SSHServer:
 
     def session_pids(self) -> list[int]:
         """The sshd processes serving connections (children of the listener and theirs)."""
-        out, todo = [], [self.proc.pid]
-        while todo:
-            for kid in _children(todo.pop()):
-                if _comm(kid).startswith("sshd"):
-                    out.append(kid)
-                    todo.append(kid)
-        return out
+        return session_pids(self.proc.pid)
 
     def kill_sessions(self, sig: int = signal.SIGKILL) -> list[int]:
         """Kill every connection's sshd processes: clients see their TCP connection die."""
@@ -141,19 +139,34 @@ class SSHServer:
         return self.log.read_text(errors="replace").count("Accepted publickey")
 
     def stop(self) -> None:
-        pids = self.session_pids()
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        stop_sshd(self.proc)
+
+
+def session_pids(listener: int) -> list[int]:
+    out, todo = [], [listener]
+    while todo:
+        for kid in _children(todo.pop()):
+            if _comm(kid).startswith("sshd"):
+                out.append(kid)
+                todo.append(kid)
+    return out
+
+
+def stop_sshd(proc: subprocess.Popen) -> None:
+    """The listener (SIGTERM, then SIGKILL after 5 s) and every session it served."""
+    pids = session_pids(proc.pid) if proc.poll() is None else []
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 def start_sshd(dir: Path, name: str, authorized_keys: list[str], *, user: str,
@@ -203,6 +216,7 @@ SetEnv {setenv}{_dynspec_home_env(session_env or {})}
         logf = open(log, "ab")
         proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(cfg)], stdin=subprocess.DEVNULL,
                                 stdout=logf, stderr=logf, start_new_session=True)
+        on_cleanup(lambda proc=proc: stop_sshd(proc))
         logf.close()
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and proc.poll() is None:
