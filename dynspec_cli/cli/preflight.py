@@ -117,16 +117,25 @@ def _run_vllm(runs, target_spec, ssh_config, known_hosts, accept_new_host_key, p
 
 
 def _check_sbatch(path: str, json_out: bool) -> int:
-    """`dynspec preflight --sbatch FILE`: the findings, exit 1 if the script would not launch right."""
-    from dynspec_cli.cli.errors import report
-    from dynspec_cli.run.sbatch_check import check
+    """`dynspec preflight --sbatch FILE`: the findings, exit 1 if the script would not launch right;
+    a script it cannot read (or with no launch it can follow) is unknown, exit 3, never a finding."""
+    import os
 
+    from dynspec_cli.cli.errors import report
+    from dynspec_cli.run.sbatch_check import check, unreadable
+
+    if not os.path.lexists(path):
+        return report(f"{path}: no such sbatch script")
     try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except (OSError, UnicodeDecodeError) as e:
-        return report(f"{path}: cannot read the sbatch script: {getattr(e, 'strerror', None) or e}")
-    res = check(text)
+        if not os.path.isfile(path):
+            raise OSError(0, "not a regular file")
+        with open(path, "rb") as fh:
+            data = fh.read(4 << 20)
+        if b"\0" in data:
+            raise OSError(0, "not text (NUL bytes)")
+        res = check(data.decode("utf-8", "replace"))  # (a stray latin-1 byte in a comment is still a script)
+    except OSError as e:
+        res = unreadable(path, getattr(e, "strerror", None) or str(e))
     res["script"] = path
     if json_out:
         from dynspec_cli.report.jsonout import emit

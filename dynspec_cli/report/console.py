@@ -198,8 +198,11 @@ def render_sbatch_check(res: dict, path: str) -> None:
     from dynspec_cli.knowledge.findings import doc
 
     out = sys.stdout
+    if res["verdict"] == "unknown":
+        out.write(f"? {path}: unknown: {res['note']}\n")
+        return
     if not res["findings"]:
-        out.write(f"✓ {path}: {res['launches']} sglang launch(es), "
+        out.write(f"✓ {path}: {res['launches']} {'/'.join(res['engines'])} launch(es), "
                   f"{res['nodes'] or 1} node(s): no rank, rendezvous or node-count mistake found\n")
         return
     out.write(f"✗ {path}: this job would not start the server as meant\n")
