@@ -22,6 +22,7 @@ PYTHON = PY38 if os.access(PY38, os.X_OK) else sys.executable
 
 class OldSglang(http.server.ThreadingHTTPServer):
     daemon_threads = True
+    posts = 0  # /generate requests received
 
 
 def handler(delay: float):
@@ -45,6 +46,7 @@ def handler(delay: float):
             self._json(404, {"detail": "Not Found"})
 
         def do_POST(self):
+            self.server.posts += 1
             n = int(self.headers.get("content-length") or 0)
             body = json.loads(self.rfile.read(n))
             time.sleep(delay)
@@ -56,11 +58,16 @@ def handler(delay: float):
 
 
 @pytest.fixture
-def server():
+def old_sglang():
     srv = OldSglang(("127.0.0.1", 0), handler(0.05))
     threading.Thread(target=srv.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{srv.server_address[1]}"
+    yield srv
     srv.shutdown()
+
+
+@pytest.fixture
+def server(old_sglang):
+    return f"http://127.0.0.1:{old_sglang.server_address[1]}"
 
 
 def start(args: dict) -> subprocess.Popen:
@@ -102,9 +109,12 @@ def test_time_bound(server):
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-def test_signal_stops_at_once_with_json(server, sig):
+def test_signal_stops_at_once_with_json(server, old_sglang, sig):
     p = start({"base": server, "concurrency": 2, "duration": 60, "max_requests": 0, "max_new_tokens": 8})
-    time.sleep(1.0)
+    deadline = time.monotonic() + 60  # (not a fixed sleep: a loaded machine may take seconds to start it)
+    while old_sglang.posts < 3 and time.monotonic() < deadline:  # 3 with 2 workers: one has had its answer
+        time.sleep(0.01)
+    assert old_sglang.posts >= 3, p.stderr.read() if p.poll() is not None else "no requests in 60 s"
     t0 = time.monotonic()
     p.send_signal(sig)
     doc = finish(p, timeout=5)
@@ -141,6 +151,7 @@ def test_a_server_without_tokenizer_gets_token_ids():
             self._json(404, {"detail": "Not Found"})
 
         def do_POST(self):
+            self.server.posts += 1
             n = int(self.headers.get("content-length") or 0)
             body = json.loads(self.rfile.read(n))
             seen.append(body)
