@@ -19,11 +19,13 @@ from dynspec_cli.cli.options import errors as _errors
 from dynspec_cli.cli.options import out as _out
 
 # Each command's own exit codes (what it returns, nothing more), in its --help.
-EXIT_CODES = "Exit codes: 0 live · 1 dead (the patched code cannot or did not run) · 2 bad input · 3 inconclusive · 4 crashed."
+EXIT_CODES = ("Exit codes: 0 live · 1 dead (the patched code cannot or did not run) · 2 bad input · 3 inconclusive · "
+              "4 crashed · 5 ineffective (the patched code runs, accept len ~1.00 wherever speculation should be on).")
 LAUNCH_EXIT = ("Exit codes: 0 live and ready (with --no-watch: started) · 1 dead (or preflight refused to start it) · "
-               "2 bad input or unreachable host · 3 inconclusive or timed out · 4 crashed · 130 interrupted.")
+               "2 bad input or unreachable host · 3 inconclusive or timed out · 4 crashed · 5 ineffective (live and ready, "
+               "but accept len ~1.00 wherever speculation should be on) · 130 interrupted.")
 WATCH_EXIT = ("Exit codes: 0 live and ready · 1 dead · 2 bad input (no such run) or unreachable host · "
-              "3 inconclusive or timed out · 4 crashed · 130 interrupted.")
+              "3 inconclusive or timed out · 4 crashed · 5 ineffective (live, accept len ~1.00) · 130 interrupted.")
 EXPLAIN_EXIT = "Exit codes: 0 printed · 2 unknown finding code."
 DEMO_EXIT = "Exit codes: 0 the replay showed what it promises (dead, then live) · 1 it did not."
 STOP_EXIT = ("Exit codes: 0 no process of the run remains · 1 processes survived SIGKILL · "

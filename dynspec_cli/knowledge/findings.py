@@ -60,9 +60,9 @@ class Finding(msgspec.Struct):
 
 def forced_verdict(findings: list[Finding], context: str) -> str | None:
     """"dead" if any finding makes the verdict dead in `context`, else "crashed" if any makes it
-    crashed, else None (the verdict rests on the other evidence)."""
+    crashed, else "ineffective", else None (the verdict rests on the other evidence)."""
     effects = {f.effect(context) for f in findings}
-    for v in ("dead", "crashed"):
+    for v in ("dead", "crashed", "ineffective"):
         if v in effects:
             return v
     return None

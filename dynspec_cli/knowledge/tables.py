@@ -230,5 +230,5 @@ class FindingDoc(msgspec.Struct, forbid_unknown_fields=True):
     why: str
     fix: str
     # the finding's effect on the verdict per context (log, preflight, group); absent: none
-    verdict: dict[Literal["log", "preflight", "group", "guard"], Literal["dead", "crashed", "invalid"]] = {}
+    verdict: dict[Literal["log", "preflight", "group", "guard"], Literal["dead", "crashed", "ineffective", "invalid"]] = {}
     fix_template: Union[str, None] = None

@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from dynspec_cli.prove.observations import Decode
+from dynspec_cli.verdict.codes import ACCEPT_EPS
 
-EPS = 0.05  # accept length above 1 + EPS: drafts were accepted, speculation ran
+EPS = ACCEPT_EPS  # accept length above 1 + EPS: drafts were accepted, speculation ran
 # A `Decode batch` line's accept len is accepted tokens / forward passes over the whole log
 # interval (sglang's scheduler metrics), so an interval in which the batch dipped to the threshold
 # and back (a request finished, the next one arrived) mixes speculating and plain passes:

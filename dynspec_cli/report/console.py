@@ -15,12 +15,14 @@ Span = Union[str, Tuple[str, str]]  # plain text, or (text, rich style)
 Line = List[Span]
 
 MARK = {"live": ("✓", "green"), "dead": ("✗", "red"), "crashed": ("✗", "red"),
-        "inconclusive": ("?", "yellow"), "reachable": ("✓", "green"), "unknown": ("?", "yellow")}
+        "inconclusive": ("?", "yellow"), "reachable": ("✓", "green"), "unknown": ("?", "yellow"),
+        "ineffective": ("✗", "red")}
 SEV = {"error": ("✗", "red"), "warning": ("!", "yellow"), "info": ("•", "cyan")}
 HEADLINE = {
     "live": "the patched code ran in this launch",
     "dead": "the patched code cannot run or did not run",
     "crashed": "the server died",
+    "ineffective": "the patched code runs, but speculation accepts nothing (accept len ~1.00)",
     "inconclusive": "not enough evidence yet",
 }
 

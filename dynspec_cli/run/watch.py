@@ -21,6 +21,8 @@ PHASE_WORDS = {"args": "argument resolution", "distributed": "distributed init",
                "kv-cache": "KV-cache allocation", "cuda-graph": "CUDA graph capture", "draft": "draft model loading",
                "ready": "readiness", "serving": "serving"}
 
+LIVE = ("live", "ineffective")  # the patched code runs (ineffective: accepting nothing; its own exit code)
+
 
 @dataclass
 class Watched:
@@ -65,7 +67,7 @@ def follow_run(host: Host, rec: RunRecord, feature: Feature, *, timeout: Optiona
             on_change()
 
     def live(v: Verdict) -> bool:
-        return v.verdict == "live" and pipe.decided(v) and (w.ready or not need_ready)
+        return v.verdict in LIVE and pipe.decided(v) and (w.ready or not need_ready)
 
     def on_tick(v: Verdict, quiet: float) -> Optional[Verdict]:
         if stop is not None and stop.is_set():
@@ -80,7 +82,7 @@ def follow_run(host: Host, rec: RunRecord, feature: Feature, *, timeout: Optiona
             time.sleep(0.3)  # let the last lines land in the log
             drain(host, rec, pipe)
             return pipe.final(exited=True)
-        if need_ready and not w.ready and v.verdict == "live" and pipe.decided(v) and v.server_ready:
+        if need_ready and not w.ready and v.verdict in LIVE and pipe.decided(v) and v.server_ready:
             try:
                 ok, text = control.health(host, rec.python, rec.port, engines.SERVING[rec.engine].readiness)
             except TransportError:

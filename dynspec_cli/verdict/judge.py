@@ -16,7 +16,9 @@ from dynspec_cli.knowledge.features import Feature
 from dynspec_cli.knowledge.findings import Finding, forced_verdict
 from dynspec_cli.knowledge.sglang import Knowledge
 from dynspec_cli.verdict import claims, workers
-from dynspec_cli.verdict.codes import EXIT
+from dynspec_cli.verdict.codes import ACCEPT_EPS, EXIT
+
+INEFFECTIVE_LINES = 3  # Decode batch lines where speculation should be on, all at ~1.00, before DS314
 
 _DECISIVE_CRASH = {"unrecognized-arguments", "scheduler-exception", "child-failed", "killed", "no-nvidia-driver", "cuda-oom"}
 _RESOLVE_PHASE = {"warning", "launch", "command"}  # issue-12 hook: a launch command in the log starts a launch
@@ -92,6 +94,7 @@ class Launch:
     decode_lines: int = 0
     decode_with_accept: int = 0
     last_decode: dict[str, str] = field(default_factory=dict)
+    accept_by_batch: dict[int, tuple[int, float]] = field(default_factory=dict)  # running -> (lines, max accept len)
     probe: "ProbeState" = field(default_factory=lambda: ProbeState())
     header: dict[str, Any] = field(default_factory=dict)
     frames: dict[str, Line] = field(default_factory=dict)  # worker module -> first traceback frame in it
@@ -378,6 +381,11 @@ class Judge:
             la.decode_lines += 1
             if "accept_len" in d:
                 la.decode_with_accept += 1
+                try:
+                    n, top = la.accept_by_batch.get(int(d["running"]), (0, 0.0))
+                    la.accept_by_batch[int(d["running"])] = (n + 1, max(top, float(d["accept_len"])))
+                except (KeyError, ValueError):
+                    pass
             la.last_decode = d
         elif row.id == "scheduler-ready-stats" and d.get("max_running_requests"):
             la.max_running, la.max_running_line = int(d["max_running_requests"]), line
@@ -427,7 +435,7 @@ class Judge:
             return self._empty()
         j = Judging(la)
         for step in (self.step_release, self.step_speculation, self.step_flag, self.step_worker,
-                     self.step_method, self.step_settings, self.step_feature_dead, self.step_marker, self.step_probe, self.step_threshold,
+                     self.step_method, self.step_settings, self.step_feature_dead, self.step_marker, self.step_probe, self.step_threshold, self.step_effect,
                      self.step_ready, lambda j: self.step_crash(j, at_eof=at_eof, quiet_for=quiet_for),
                      self.step_decide):
             step(j)
@@ -591,6 +599,30 @@ class Judge:
     def step_threshold(self, j: "Judging") -> None:
         self._threshold(j.la, j.marker, j.findings)
 
+    def step_effect(self, j: "Judging") -> None:
+        """The feature's code runs (its marker) but speculation accepts nothing: accept len ~1.00 on
+        every Decode batch line at a running batch where speculation should be on (at or below the
+        marker's threshold, for a feature that promises speculation there; every batch otherwise)."""
+        la, f = j.la, self.feature
+        if not la.markers or not la.accept_by_batch:
+            return
+        th = None
+        if f.threshold is not None:
+            try:
+                th = int(la.markers[0].data.get(f.threshold.field))
+            except (TypeError, ValueError):
+                th = None
+        if th is not None and not f.expect.speculate_at_or_below_threshold:
+            return  # no promise of speculation anywhere
+        on = {b: v for b, v in la.accept_by_batch.items() if th is None or b <= th}
+        lines = sum(n for n, _ in on.values())
+        top = max((m for _, m in on.values()), default=0.0)
+        if lines >= INEFFECTIVE_LINES and top <= 1 + ACCEPT_EPS:
+            where = f"at running batch {_batches(sorted(on))} (<= threshold {th})" if th is not None else \
+                f"at every running batch ({_batches(sorted(on))})"
+            j.add("DS314", f"{lines} Decode batch lines {where} show accept len <= {top:.2f}: the feature's code "
+                           f"runs, but speculation accepts no draft token.", line=la.last_line, text=False)
+
     def step_ready(self, j: "Judging") -> None:
         """A ready server that never logged the marker ran other code."""
         la = j.la
@@ -641,7 +673,7 @@ class Judge:
         """True when more log lines cannot change the verdict of this launch."""
         if v.verdict in ("dead", "crashed"):
             return True
-        if v.verdict == "live":
+        if v.verdict in ("live", "ineffective"):  # ineffective: live code that accepts nothing
             la = self.launches[-1]
             if la.tp_size and la.tp_size > 1 and len(v.marker["ranks"]) < la.tp_size and v.marker["ranks"]:
                 return la.ready is not None
@@ -749,3 +781,7 @@ def empty_message(text_lines: int, engine: str) -> str:
 
 def _clip(text: str, n: int = 300) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def _batches(vals: list[int]) -> str:
+    return ", ".join(map(str, vals)) if len(vals) <= 4 else f"{vals[0]}–{vals[-1]}"

@@ -59,7 +59,7 @@ def servers(tmp_path_factory):
     try:
         for key, p in procs.items():
             out, err = p.communicate(timeout=120)
-            assert p.returncode in (0, 1), f"{key}: {err}{out}"
+            assert p.returncode in ((5,) if key == "zeroaccept" else (0, 1)), f"{key}: {err}{out}"
         for key in SERVERS:
             assert wait_for(lambda: healthy(record(names[key])["port"]), 60), f"{key} never became healthy"
         yield {"dir": d, "names": names, "profiles": profiles}
@@ -255,7 +255,7 @@ def test_server_that_never_speculates_fails(servers, key):
     if key == "nospec":
         assert doc["verdict"] == "dead" and doc["steps"][0]["tokens_per_verify"] is None
     else:
-        assert doc["verdict"] == "live" and doc["steps"][0]["accept_len"] <= 1.05
+        assert doc["verdict"] == "ineffective" and doc["steps"][0]["accept_len"] <= 1.05  # live, accepting nothing
 
 
 def test_server_dying_during_the_run_exits_4(servers):
