@@ -18,6 +18,7 @@ class FrameRules:
     worker_dir: str
     startup: tuple[tuple[re.Pattern, frozenset], ...]
     loops: tuple[tuple[Optional[re.Pattern], frozenset, Optional[str], bool], ...]
+    families: tuple[tuple[re.Pattern, frozenset], ...] = ()
 
 
 @functools.lru_cache(maxsize=None)
@@ -26,7 +27,14 @@ def rules() -> FrameRules:
     startup = tuple((re.compile(r["path"]), frozenset(r["functions"])) for r in d.get("startup", []))
     loops = tuple((re.compile(r["path"]) if r.get("path") else None, frozenset(r.get("functions", [])),
                    r.get("line"), bool(r["overlap"])) for r in d.get("loop", []))
-    return FrameRules(d["worker_dir"], startup, loops)
+    families = tuple((re.compile(r["path"]), frozenset(r["workers"])) for r in d.get("family", []))
+    return FrameRules(d["worker_dir"], startup, loops, families)
+
+
+def family(path: str) -> Optional[frozenset]:
+    """The workers that use the (non-worker) speculative module a frame's file is, if listed."""
+    norm = path.replace("\\", "/")
+    return next((workers for rx, workers in rules().families if rx.search(norm)), None)
 
 
 def worker_module(path: str, known: set[str]) -> Optional[str]:

@@ -42,7 +42,11 @@ _WRAPPERS = (
 )
 _WRAPPER = re.compile("|".join(f"(?:{w.pattern})" for w in _WRAPPERS))  # the first that matches, in one scan
 _SGLANG_PREFIX = re.compile(
-    r"^\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d{1,6})?)(?P<tags>(?: [A-Z_]+\d+)*)\] ?"
+    r"^\[(?P<ts>(?:\d{4}-\d\d-\d\d )?\d\d:\d\d:\d\d(?:[.,]\d{1,6})?)(?P<tags>(?: [A-Z_]+\d+)*)\] ?"
+    # 2024 builds wrote the time only: "[18:19:55 TP0] Decode batch. ..."
+    # a custom logging config (SGLANG_LOGGING_CONFIG_PATH): "2026-03-18 11:22:05.874 INFO 120984 [ TP0 file.py:415] msg"
+    r"|^(?P<ts2>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d{1,6})?) (?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d+ "
+    r"\[(?P<tags2>(?: ?[A-Z_]+\d+)*) [\w./-]+\.py:\d+\] ?"
 )
 _TAG = re.compile(r"([A-Z_]+?)(\d+)")
 _LEVEL_FORMS = (
@@ -97,8 +101,8 @@ def parse_message(segment: str) -> tuple[str, str | None, dict[str, int]]:
         before = s
         m = _SGLANG_PREFIX.match(s)
         if m:
-            ts = m.group("ts")
-            tags = m.group("tags")
+            ts = m.group("ts") or m.group("ts2")
+            tags = m.group("tags") or m.group("tags2")
             if tags:
                 for t in tags.split():
                     tm = _TAG.fullmatch(t)

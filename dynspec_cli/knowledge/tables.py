@@ -215,7 +215,7 @@ class LogLineRow(_Row):
     versions_by_form: dict[str, str] = {}
     decisive: bool = False  # the line alone proves the process died (no later line can undo it)
     startup_crash: bool = False  # the line is only written while the server starts (before ready)
-    evidence: Union[str, None] = None  # frame | served | constructor: read by verdict/claims.py only
+    evidence: Union[str, None] = None  # frame | served | constructor | startup: read by verdict/claims.py only
 
 
 class LogLinesFile(msgspec.Struct, forbid_unknown_fields=True):

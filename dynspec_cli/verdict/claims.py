@@ -51,6 +51,7 @@ class ClaimEvidence:
     overlap_frame: Optional[Line] = None
     command_line: Optional[Line] = None
     requested: dict[str, tuple[Any, Line]] = field(default_factory=dict)
+    last_log_offset: int = -1  # the last line that is not a launch command
     worker_line: Optional[Line] = None  # the frame that named the worker
     spec_line: Optional[Line] = None  # a line only a speculating server writes (draft CUDA graph, ...)
     accept_line: Optional[Line] = None  # a Decode batch line with `accept len`
@@ -64,11 +65,12 @@ def observe(judge: "Judge", la: "Launch", obs: Observation) -> bool:
     ev = la.ev
     line = obs.line
     if obs.kind in ("command", "command-cont"):
-        if obs.kind == "command":
+        if obs.kind == "command" or ev.command_line is None:  # (flags on their own lines: the first one)
             ev.command_line = line
         for dest, value in obs.data.get("flags", {}).items():
             ev.requested[dest] = (value, line)
         return True
+    ev.last_log_offset = line.offset
     if obs.kind == "launch":  # the DYNSPEC-LAUNCH header: the command dynspec itself started
         argv = _header_argv(obs.data.get("json"))
         if argv:
@@ -103,6 +105,9 @@ def observe(judge: "Judge", la: "Launch", obs: Observation) -> bool:
             if la.crash is not None and not la.crash.decisive and line.offset > la.crash.line.offset:
                 la.progress_after_crash = True  # as any later landmark does for the judge
         return row.evidence == "served"
+    if row.evidence == "startup":  # a source line only start-up runs ("scheduler = Scheduler(...")
+        ev.startup_line = ev.startup_line or line
+        return True
     if row.evidence == "constructor":
         ev.constructors.append((obs.data.get("cls", ""), line))
         return True
@@ -124,6 +129,14 @@ def observe(judge: "Judge", la: "Launch", obs: Observation) -> bool:
             la.traceback_line = la.traceback_line or line
         return row.id != "traceback-frame"  # the judge reads traceback frames itself too
     return False
+
+
+def adopt_command(old: "Launch", new: "Launch") -> None:
+    """A command pasted right before a new launch's first lines is that launch's, not the old one's."""
+    ev = old.ev
+    if ev.command_line is not None and ev.command_line.offset > ev.last_log_offset:
+        new.ev.command_line, new.ev.requested = ev.command_line, ev.requested
+        ev.command_line, ev.requested = None, {}
 
 
 def _header_argv(text: Optional[str]) -> Optional[list[str]]:
@@ -200,6 +213,10 @@ def frame_worker(k: Knowledge, la: "Launch", mask: int) -> Optional[tuple[str, s
         if len(names) == 1:
             picks.append((names[0], mod, line))
     if not picks:
+        fam = frame_family(k, la, mask)
+        if fam is not None and len(fam[0]) == 1:  # a module only one worker uses
+            cls = next(iter(fam[0]))
+            return cls, k.module_of_class(cls), fam[1]
         return None
     # The class whose MRO holds every other one (StandaloneWorker's frames also run EAGLEWorker's code).
     for cls, mod, line in picks:
@@ -207,6 +224,20 @@ def frame_worker(k: Knowledge, la: "Launch", mask: int) -> Optional[tuple[str, s
         if all(any(o in mro for mro in mros) for o, _, _ in picks):
             return cls, mod, line
     return None
+
+
+def frame_family(k: Knowledge, la: "Launch", mask: int) -> Optional[tuple[set[str], Line]]:
+    """The workers that can have run, by frames in speculative modules that only some workers use
+    (frames.toml [[family]]), and the first such frame."""
+    out, first = None, None
+    for f in la.ev.frames:
+        workers = frame_rules.family(f.path)
+        if workers is None:
+            continue
+        here = {c for c in workers if k.class_mask(c) & mask}
+        out = here if out is None else (out & here) or out
+        first = first or f.line
+    return (out, first) if out else None
 
 
 def worker_from_frames(k: Knowledge, la: "Launch", mask: int, worker: dict[str, Any],
@@ -219,14 +250,21 @@ def worker_from_frames(k: Knowledge, la: "Launch", mask: int, worker: dict[str, 
         return analysis
     found = frame_worker(k, la, mask)
     if found is None:
+        fam = frame_family(k, la, mask)
+        if fam is not None and not worker.get("class"):
+            names, line = fam
+            worker.update({"candidates": sorted(names), "basis": (
+                f"a frame at line {line.no or '?'} is in a speculative module only {', '.join(sorted(names))} use")})
         return analysis
     cls, mod, line = found
     subs = _subclasses(k, cls, mask)
     form = next((f.form for f in la.ev.frames if f.line is line), "traceback")
     how = "constructor" if any(c == cls for c, _ in la.ev.constructors) else {
         "pyspy": "py-spy frame", "faulthandler": "faulthandler frame"}.get(form, "traceback frame")
+    fname = next((f.path.replace("\\", "/").rsplit("/", 1)[-1] for f in la.ev.frames if f.line is line), f"{mod}.py")
+    ran = f"{cls}'s code ran" if fname == f"{mod}.py" else f"only {cls} uses it"
     worker.update({"class": cls, "module": f"sglang.srt.speculative.{mod}",
-                   "basis": f"{how} in {mod}.py at line {line.no or '?'}: {cls}'s code ran" + (
+                   "basis": f"{how} in {fname} at line {line.no or '?'}: {ran}" + (
                        f" (or a subclass: {', '.join(subs)})" if subs else ""),
                    "candidates": sorted({cls, *subs})})
     la.ev.worker_line = line

@@ -21,7 +21,10 @@ from dynspec_cli.verdict.codes import ACCEPT_EPS, EXIT
 INEFFECTIVE_LINES = 3  # Decode batch lines where speculation should be on, all at ~1.00, before DS314
 
 _DECISIVE_CRASH = {"unrecognized-arguments", "scheduler-exception", "child-failed", "killed", "no-nvidia-driver", "cuda-oom"}
-_RESOLVE_PHASE = {"warning", "launch", "command"}  # issue-12 hook: a launch command in the log starts a launch
+# What starts a new launch once the current one got past argument resolution. A launch command
+# pasted into the log does not: people paste the crash, then "my command was" (a command right
+# before a new launch's start-up lines moves into that launch, claims.adopt_command).
+_RESOLVE_PHASE = {"warning", "launch"}
 
 
 @dataclass
@@ -219,9 +222,10 @@ class Judge:
         return self.launches[-1]
 
     def _new_launch(self, line: Line) -> Launch:
+        la = Launch(len(self.launches) + 1, line, self.k.all)
         if self.launches:
             self.earlier_markers.extend(self.launches[-1].markers)
-        la = Launch(len(self.launches) + 1, line, self.k.all)
+            claims.adopt_command(self.launches[-1], la)
         self.launches.append(la)
         return la
 

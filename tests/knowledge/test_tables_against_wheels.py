@@ -185,12 +185,15 @@ FOREIGN_LINES = {  # log_lines.toml rows written by Python, argparse, torch or t
     "faulthandler-dump": "CPython's faulthandler",
     "faulthandler-frame": "CPython's faulthandler",
     "traceback-frame-elided": "the Python interpreter (path elided by the poster)",
+    "traceback-frame-cut": "the Python interpreter (the line cut by a paste)",
     "pyspy-frame": "py-spy",
     "event-loop-call": "the Python interpreter (source line under a frame)",
     "worker-constructor": "the Python interpreter (source line under a frame)",
     "nccl-watchdog": "torch ProcessGroupNCCL",
     "cuda-error": "torch / CUDA kernels",
     "served-request": "uvicorn's access log",
+    "scheduler-constructor": "the Python interpreter (source line under a frame)",
+    "device-assert": "the CUDA kernels (ATen, Triton, flashinfer device asserts)",
 }
 OWN_CHECK_LINES = {  # rows checked by a test of their own below
     "server-args-dump": "test_server_args_dump_form",
