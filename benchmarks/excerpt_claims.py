@@ -44,11 +44,11 @@ def claimed(doc: dict, top_level: bool) -> dict:
     return out
 
 
-def labelled(exp: dict) -> dict:
+def labelled(exp: dict, doc: dict) -> dict:
     return {"crashed": exp.get("crashed"), "server_ready": exp.get("server_ready"),
             "speculative_algorithm": exp.get("speculative_algorithm", exp.get("speculative_method")),
             "worker": exp.get("worker_class", exp.get("worker")),
-            "speculative": exp.get("speculative", exp.get("speculative_enabled"))}
+            "speculative": exp.get("speculative", doc.get("speculative_enabled"))}
 
 
 def grade(label, value) -> str:
@@ -86,12 +86,12 @@ def main() -> None:
     for engine, meta, doc in cases(a.only):
         exp = doc["expected"]
         v = judge(meta.with_suffix(".log"))
-        got, want = claimed(v, a.top_level), labelled(exp)
+        got, want = claimed(v, a.top_level), labelled(exp, doc)
         n[engine] = n.get(engine, 0) + 1
         if v["_engine"] != engine:
             print(f"  ENGINE {meta.stem[:50]}: {v['_engine']} (label {engine})")
         for k in CLAIMS:
-            if k == "speculative" and "speculative" not in exp and "speculative_enabled" not in exp:
+            if k == "speculative" and "speculative" not in exp and "speculative_enabled" not in doc:
                 continue
             g = grade(want[k], got[k])
             row = table.setdefault(engine, {}).setdefault(k, {"right": 0, "silent": 0, "wrong": 0, "both-null": 0})
