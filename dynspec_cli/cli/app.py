@@ -32,7 +32,9 @@ STOP_EXIT = ("Exit codes: 0 no process of the run remains · 1 processes survive
              "2 bad input (no such run, a process that is not the run's) or unreachable host.")
 STATUS_EXIT = "Exit codes: 0 listed · 2 bad input (no run of that name) or unreachable host."
 
-PREFLIGHT_EXIT_CODES = "Exit codes: 0 reachable · 1 dead (the patched code cannot run with this sglang, env and flags) · 2 bad input · 3 unknown."
+PREFLIGHT_EXIT_CODES = ("Exit codes: 0 reachable · 1 dead (the patched code cannot run with this sglang, env and flags) · "
+                        "2 bad input · 3 unknown · 5 ineffective (reachable, but the draft does not fit the algorithm: "
+                        "speculation would accept nothing).")
 
 app = typer.Typer(
     name="dynspec",

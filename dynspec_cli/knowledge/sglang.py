@@ -50,6 +50,7 @@ class Knowledge:
         modules = tables.load_toml(d / "modules.toml", tables.ModulesFile)
         self.classes, self.overrides = modules.cls, modules.override
         self.log_lines = tables.load_toml(d / "log_lines.toml", tables.LogLinesFile).line
+        self.draft_mismatches = tables.load_toml(d / "drafts.toml", tables.DraftsFile).mismatch
         self.warning_by_id = {w.id: w for w in self.warnings}
         self._precompute()
         for r in self.overlap_ranges:
@@ -65,8 +66,20 @@ class Knowledge:
         specs += [w.versions for w in self.warnings] + [c.versions for c in self.classes]
         specs += [self.max_running_reset.versions] + [o.versions for o in self.overrides]
         specs += [v for row in self.log_lines for v in row.versions_by_form.values()]
+        specs += [m.versions for m in self.draft_mismatches]
         for spec in specs:
             self.mask(spec)
+
+    def draft_mismatch(self, version: str, algorithm: str, architectures: list[str]):
+        """(row, architecture) of drafts.toml that this draft and algorithm hit on `version`, or None."""
+        import re
+
+        for m in self.draft_mismatches:
+            if m.algorithm == algorithm and (not self.known(version) or self.mask(m.versions) & self.mask_of(version)):
+                for a in architectures:
+                    if re.search(m.architecture, a):
+                        return m, a
+        return None
 
     # --- versions ------------------------------------------------------------------------
     def mask(self, spec: str) -> int:

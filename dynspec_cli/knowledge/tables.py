@@ -223,6 +223,18 @@ class LogLinesFile(msgspec.Struct, forbid_unknown_fields=True):
 
 
 # --- configs/findings.toml -------------------------------------------------------------------
+class DraftMismatch(msgspec.Struct, forbid_unknown_fields=True):
+    algorithm: str
+    architecture: str  # regex searched in each of the draft's config.json architectures
+    expected: str
+    versions: str
+    source: str
+
+
+class DraftsFile(msgspec.Struct, forbid_unknown_fields=True):
+    mismatch: list[DraftMismatch]
+
+
 class FindingDoc(msgspec.Struct, forbid_unknown_fields=True):
     name: str
     severity: Literal["error", "warning", "info"]

@@ -138,7 +138,8 @@ def preflight_lines(r: dict[str, Any]) -> list[Line]:
     mark, colour = MARK[r["verdict"]]
     head = {"reachable": "the patched code is on the path of the worker that will run",
             "dead": "the patched code cannot run with this sglang, env and flags",
-            "unknown": "could not determine it"}[r["verdict"]]
+            "unknown": "could not determine it",
+            "ineffective": "the patched code is reachable, but this draft will accept nothing"}[r["verdict"]]
     out: list[Line] = [[(f"{mark} PREFLIGHT {r['verdict'].upper()}", f"bold {colour}"), f" — {head}"]]
     out.append(_fact("sglang", f"{r['sglang_version'] or 'unknown'}  ({r['sglang_path'] or 'not importable'})"
                                + ("  editable" if r.get("editable") else "")))

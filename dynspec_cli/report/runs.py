@@ -166,7 +166,9 @@ def render_launched(out: "Console", target, result, json_out: bool) -> int:
         if json_out:
             emit({"preflight": result.preflight, "verdict": "dead", "exit_code": EXIT["dead"], "started": False})
         else:
-            out.print("  [bold]not started[/]: preflight says the patched code cannot run with this profile; "
+            why = ("speculation would accept nothing" if (result.preflight or {}).get("verdict") == "ineffective"
+                   else "the patched code cannot run")
+            out.print(f"  [bold]not started[/]: preflight says {why} with this profile; "
                       "fix the findings above, or start it anyway with --no-preflight")
         return EXIT["dead"]
     from dynspec_cli.report.hints import command

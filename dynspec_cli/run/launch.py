@@ -77,7 +77,7 @@ def launch(host: Host, prof: Profile, feature: Feature, opts: LaunchOptions, scr
     if opts.preflight:
         pre = preflight_result(host, prof, feature)
         screen.preflight(pre)
-        if pre["verdict"] == "dead":
+        if pre["verdict"] in ("dead", "ineffective"):  # ineffective: a draft that accepts nothing (DS113)
             return Launched("refused", preflight=pre)
     since = records.now()
     try:  # from here on, Ctrl-C at any moment ends in `interrupted`

@@ -143,6 +143,14 @@ def _judge(facts, feature, flags, env, patched, k, env_fix) -> dict[str, Any]:
     elif version and algo is None:
         findings.append(Finding("DS102", "no --speculative-algorithm: speculative decoding is off, no speculative worker runs."))
     elif version and algo:
+        draft = facts.get("draft") or {}
+        hit = k.draft_mismatch(version, algo, draft.get("architectures") or []) if draft.get("found") else None
+        if hit is not None:
+            row, arch = hit
+            findings.append(Finding("DS113", f"--speculative-algorithm {fv.get('--speculative-algorithm')} with a draft "
+                                             f"whose config.json architecture is {arch} ({draft.get('config')}), made "
+                                             f"for {row.expected}: sglang loads it without a word and accepts nothing.",
+                                    file=draft.get("config"), params={"expected": row.expected}))
         topk = _int(fv.get("--speculative-eagle-topk"))
         user_disable = bool(fv.get("--disable-overlap-schedule"))
         env_eff = dict(env)
@@ -205,8 +213,11 @@ def _judge(facts, feature, flags, env, patched, k, env_fix) -> dict[str, Any]:
             findings.append(Finding("DS209", f"static route: {worker['class']}; sglang's own resolution: {dcls}."))
         if not worker["class"] and dcls:
             worker.update({"class": dcls, "basis": "dynamic: sglang's own argument resolution and create_worker"})
-    if forced_verdict(findings, "preflight") == "dead":
+    forced = forced_verdict(findings, "preflight")
+    if forced == "dead":
         v = "dead"
+    elif forced == "ineffective" and worker["class"] and patched_out:
+        v = "ineffective"  # the patched code is reachable; speculation will accept nothing
     elif worker["class"] and patched_out or worker["class"] and classes and any(c in (worker.get("mro") or []) for c in classes):
         v = "reachable"
     else:

@@ -50,7 +50,7 @@ def test_command_lists_show_whole_first_sentences(group):
 
 # What each command returns, read from the code (cli/app.py, report/runs.py, cli/demo.py, ...):
 CODES = {
-    "verify": {0, 1, 2, 3, 4, 5}, "explain": {0, 2}, "demo": {0, 1}, "preflight": {0, 1, 2, 3},
+    "verify": {0, 1, 2, 3, 4, 5}, "explain": {0, 2}, "demo": {0, 1}, "preflight": {0, 1, 2, 3, 5},
     "launch": {0, 1, 2, 3, 4, 5, 130}, "watch": {0, 1, 2, 3, 4, 5, 130}, "stop": {0, 1, 2}, "status": {0, 2},
     "prove": {0, 1, 2, 3, 4, 130}, "gate": {0, 1, 2}, "guard": {2, 65, 125, 126, 127},
     "group launch": {0, 1, 2, 3, 4}, "group watch": {0, 1, 2, 3, 4}, "group status": {0, 2}, "group stop": {0, 1, 2},

@@ -13,6 +13,7 @@ from .diff import analyse_diff
 from .flags import collect_flags, flag_status, value_spec
 from .envvars import env_defaults
 from .dynamic import dynamic_route
+from .draft import read_draft
 
 
 _INPUT_TYPES = {
@@ -60,6 +61,7 @@ def inspect(args, result):
     if args["sglang_path"]:
         sys.path.insert(0, os.path.abspath(args["sglang_path"]))
     result["python"]["sys_path"] = list(sys.path)
+    result["draft"] = read_draft(args["flags"])
     pattern = None
     if args["marker_pattern"]:
         try:
