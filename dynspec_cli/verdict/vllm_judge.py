@@ -208,7 +208,7 @@ class VllmJudge:
             la.fallback = obs
             self._set_runner(la, "v1", line, f"'{line.msg.strip()[:100]}'")
             return
-        if rid == "dynamic-sd-off-dp":
+        if rid in ("dynamic-sd-off-dp", "dynamic-sd-off-v1"):
             la.dynamic_off = line
             return
         if rid == "runner-source":
@@ -308,7 +308,8 @@ class VllmJudge:
                     findings.append(Finding("DS603", f"speculative_config.{issue.key} on vllm {version}: {issue.status}. {issue.note}",
                                             line=_no(la.args_line), text=_clip(la.args_line.text) if la.args_line else None))
         if la.dynamic_off is not None:
-            findings.append(Finding("DS604", "dynamic speculation (num_speculative_tokens_per_batch_size) was switched off: data_parallel_size > 1.",
+            why = "the method is not supported on Model Runner V1" if "Model Runner V1" in la.dynamic_off.msg else "data_parallel_size > 1"
+            findings.append(Finding("DS604", f"dynamic speculation (num_speculative_tokens_per_batch_size) was switched off: {why}.",
                                     line=_no(la.dynamic_off), text=_clip(la.dynamic_off.text)))
         if spec not in (None, "unknown") and la.gen_stats >= 2 and la.metrics == 0:
             findings.append(Finding("DS605", f"{la.gen_stats} engine stats lines show generation, none a SpecDecoding metrics line."))

@@ -109,3 +109,16 @@ def test_no_vllm_line_is_not_called_empty(tmp_path):
     p.write_text("vllm serve m --speculative-config '{\"method\": \"ngram\"}'\nall good\n")
     doc = judge_file(str(p), load_feature(None), engine="vllm").to_json()
     assert doc["speculative_algorithm"] == "ngram" and "empty" not in json.dumps(doc["findings"])
+
+
+def test_dynamic_speculation_switched_off_on_the_v1_runner(tmp_path):
+    """The 0.33 warning the miner found (tests/tools/mine_vllm_warnings.py), in vLLM's format: the
+    feature's knob is off, as with DP > 1 (DS604)."""
+    from dynspec_cli.knowledge.vllm import knowledge
+
+    text = knowledge().line_by_id["dynamic-sd-off-v1"].text.replace("%s", "ngram").replace("%d", "3")
+    p = tmp_path / "server.log"
+    p.write_text(f"(APIServer pid=1) WARNING 05-06 06:05:38 [vllm.py:1100] {text}\n")
+    doc = judge_file(str(p), load_feature("vllm-eagle-speculator-example"), engine="vllm").to_json()
+    ds604 = [f for f in doc["findings"] if f["code"] == "DS604"]
+    assert ds604 and "Model Runner V1" in ds604[0]["message"] and ds604[0]["line"] == 1
