@@ -419,6 +419,7 @@ class JobState:
     reason: str = ""
     nodelist: str = ""
     exit_code: str = ""
+    restarts: int = 0  # how often Slurm has requeued the job (squeue RestartCnt, scontrol Restarts)
 
     @property
     def ended(self) -> bool:
@@ -434,24 +435,38 @@ class JobState:
 
 def job_state(login: Host, jid: str, timeout: float = 30) -> JobState:
     """squeue while the job is queued or running, then `scontrol show job` (kept MinJobAge s), then
-    sacct (with accounting); GONE when none of them knows it."""
-    res = _run(login, ["squeue", "-h", "-j", jid, "-o", "%T|%r|%N"], timeout=timeout)
+    sacct (with accounting: one row per run of a requeued job, `-D`); GONE when none of them knows it."""
+    res = _run(login, ["squeue", "-h", "-j", jid, "-O", "State:|,Reason:|,NodeList:|,RestartCnt"], timeout=timeout)
     line = res.text.strip().splitlines()[0] if res.ok and res.text.strip() else ""
     if line:
-        st, _, rest = line.partition("|")
-        reason, _, nodes = rest.partition("|")
+        st, reason, nodes, restarts = (line.split("|") + ["", "", ""])[:4]
         if st not in ENDED:
-            return JobState(st, reason, nodes)
+            return JobState(st, reason, nodes, restarts=int(restarts) if restarts.strip().isdigit() else 0)
     res = _run(login, ["scontrol", "show", "job", "-o", jid], timeout=timeout)
     if res.ok and "JobState=" in res.text:
         kv = dict(re.findall(r"(\w+)=(\S*)", res.text))
         return JobState(kv.get("JobState", "UNKNOWN"), kv.get("Reason", ""), kv.get("NodeList", ""),
-                        kv.get("ExitCode", ""))
-    res = _run(login, ["sacct", "-n", "-X", "-P", "-j", jid, "-o", "State,Reason,NodeList,ExitCode"], timeout=timeout)
-    if res.ok and res.text.strip():
-        parts = (res.text.strip().splitlines()[0].split("|") + ["", "", "", ""])[:4]
-        return JobState(parts[0].split()[0] if parts[0] else "UNKNOWN", parts[1], parts[2], parts[3])
+                        kv.get("ExitCode", ""), int(kv.get("Restarts", "0") or 0))
+    res = _run(login, ["sacct", "-n", "-X", "-D", "-P", "-j", jid, "-o", "State,Reason,NodeList,ExitCode"],
+               timeout=timeout)
+    rows = [ln.split("|") for ln in res.text.strip().splitlines()] if res.ok else []
+    if rows:
+        parts = (rows[-1] + ["", "", "", ""])[:4]
+        return JobState(parts[0].split()[0] if parts[0] else "UNKNOWN", parts[1], parts[2], parts[3], len(rows) - 1)
     return JobState("GONE")
+
+
+def down_nodes(login: Host, nodes: list[str]) -> list[str]:
+    """Those of `nodes` Slurm has marked down or failing, each with its state and reason (sinfo)."""
+    if not nodes:
+        return []
+    res = _run(login, ["sinfo", "-h", "-N", "-n", ",".join(nodes), "-o", "%N|%T|%E"], timeout=30)
+    out = []
+    for line in res.text.splitlines() if res.ok else []:
+        node, state, reason = (line.split("|") + ["", ""])[:3]
+        if any(w in state.upper() for w in ("DOWN", "FAIL", "NOT_RESPONDING", "NO_RESPOND")) or state.endswith("*"):
+            out.append(f"{node} {state.upper()}" + (f": {reason}" if reason and reason != "none" else ""))
+    return sorted(set(out))
 
 
 def queued(login: Host, jid: str) -> bool:
@@ -526,6 +541,7 @@ class SlurmRecord(msgspec.Struct):
     cancelled_at: Optional[float] = None
     argv: list[str] = []
     slurm_conf: Optional[str] = None
+    restarts: int = 0  # the job's restart count already reported (a requeue is named once)
 
 
 def record_path(login: Host, name: str) -> str:
@@ -719,7 +735,8 @@ print(last)
 class SlurmOutcome:
     verdict: str
     exit_code: int
-    why: str  # live | node-dead | node-crashed | stalled | timeout | preflight | job-ended | pending | interrupted
+    why: str  # live | node-dead | node-crashed | stalled | timeout | preflight | job-ended | pending | requeued
+    # | interrupted
     message: str
     states: list
     job: JobState
@@ -865,6 +882,9 @@ def watch(login: Host, rec: SlurmRecord, feature, *, timeout: Optional[float], p
     try:
         while outcome is None:
             st = jw.poll()
+            if st.restarts > rec.restarts or (st.state == "NODE_FAIL" and st.state != rec.state):
+                outcome = _requeued(login, rec, states, st, was_live)
+                break
             if st.state not in WAITING and st.state != "UNKNOWN" and not threads:
                 fill_nodes(login, rec, st)
                 for s in states:
@@ -958,6 +978,24 @@ def _preflight_stopped(login: Host, rec: SlurmRecord, states, st: JobState, pre:
     msg = f"preflight on {where} is dead" + (f": {first['code']} {first['message']}" if first else "") + (
         f"; fix: {first['fix']}" if first and first.get("fix") else "") + "; the server was not started"
     return SlurmOutcome("dead", 1, "preflight", msg, states, st, culprit=r, preflight=pre)
+
+
+def _requeued(login: Host, rec: SlurmRecord, states, st: JobState, was_live: bool) -> SlurmOutcome:
+    """Slurm requeued the job (its restart count went up: `scontrol requeue`, a node failure,
+    preemption) or a node failed under it (NODE_FAIL): named at once, with the nodes it ran on
+    and those now down, instead of the servers' logs going quiet until the stall timeout."""
+    down = down_nodes(login, rec.nodes)
+    what = (f"NODE_FAIL ({'; '.join(down)}): " if down else "") + (
+        f"Slurm requeued the job (restart {st.restarts})" if st.restarts > rec.restarts else
+        f"the job ended {st.shown()}; Slurm ended it {BY_SLURM['NODE_FAIL']}")
+    where = f" on {','.join(rec.nodes) or '?'}"
+    rec.restarts = st.restarts
+    now = f"; it is now {st.shown()}" if st.restarts and not st.ended else ""
+    if was_live:
+        return SlurmOutcome("live", 0, "requeued", f"every node was live; since then {what}{where}{now}", states, st)
+    return SlurmOutcome("crashed", 4, "requeued", f"{what}{where} before every node was live{now}", states, st,
+                        culprit=next((i for i, n in enumerate(rec.nodes) if any(d.startswith(n + " ") for d in down)),
+                                     None))
 
 
 def _ended(states, st: JobState, was_live: bool) -> SlurmOutcome:
