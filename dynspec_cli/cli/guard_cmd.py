@@ -8,6 +8,7 @@ from typing import List, Optional
 import typer
 
 from dynspec_cli.cli.options import AcceptNewHostKey, KnownHosts, SshConfig
+from dynspec_cli.cli.prove_cmds import ACCEPT_SYNTHETIC_HELP
 
 INVALID = 65  # sysexits' EX_DATAERR: the benchmark ran, its numbers are not the proven server's
 REFUSED = 125  # as timeout(1) and env(1): the wrapper itself refused, the command did not start
@@ -29,6 +30,7 @@ def guard(
                                                                  "rank that make the run invalid."),
     report: Optional[str] = typer.Option(None, "--report", help="Where the JSON report goes (default: beside the "
                                                                 "benchmark's result file, else ./dynspec-guard-NAME-TIME.json)."),
+    accept_synthetic: bool = typer.Option(False, "--accept-synthetic", help=ACCEPT_SYNTHETIC_HELP),
     api_key_env: Optional[str] = typer.Option(None, "--api-key-env", help="Environment variable holding the server's "
                                                                           "--api-key (default: OPENAI_API_KEY), for /server_info."),
     ssh_config: SshConfig = None,
@@ -65,7 +67,7 @@ def guard(
     with host_obj, _bad_input():
         path, doc = load_receipt(host_obj, receipt)
         try:
-            summary = receipts.check(host_obj, doc, max_age=age)
+            summary = receipts.check(host_obj, doc, max_age=age, accept_synthetic=accept_synthetic)
         except receipts.GateFailed as e:
             sys.stderr.write(f"dynspec guard: gate FAILED {e}: the benchmark was not started\n")
             raise typer.Exit(REFUSED)
@@ -81,7 +83,8 @@ def guard(
                   on_window=lambda w: _live(err, w)).run(list(command))
         code = INVALID if g.reasons else (g.child.exit_code if g.child.exit_code is not None else 1)
         out = reports.document(g, name=doc["run"]["name"], receipt_path=path, gate=summary, feature=feature.name,
-                               threshold=threshold, window=window, hold=invalid_after, ranks=ranks, exit_code=code)
+                               threshold=threshold, window=window, hold=invalid_after, ranks=ranks, exit_code=code,
+                               provenance=receipts.provenance(doc))
         out["path"] = reports.result_path(list(command), doc["run"]["name"], report)
         reports.write(out, out["path"])
         reports.render(out, g, err)

@@ -17,6 +17,10 @@ GATE_EXIT = ("Exit codes: 0 the receipt says live and proven and the same server
              "alive) · 1 a check failed (one line says which) · 2 no readable receipt / bad input.")
 
 
+ACCEPT_SYNTHETIC_HELP = ("Pass a server whose acceptance is synthetic or lossy (sglang --speculative-accept-threshold-* "
+                         "below 1.0, vLLM rejection_sample_method synthetic or fly): refused otherwise.")
+
+
 def _fail(msg: str) -> typer.Exit:
     from dynspec_cli.cli.errors import report
 
@@ -198,6 +202,7 @@ def gate(
     host: str = typer.Option("local", "--host", help="The server's host (where the receipt and the process are)."),
     max_age: Optional[str] = typer.Option(None, "--max-age", help="Refuse a receipt older than this (90s, 30m, 1h, 2d)."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as one JSON object."),
+    accept_synthetic: bool = typer.Option(False, "--accept-synthetic", help=ACCEPT_SYNTHETIC_HELP),
     ssh_config: SshConfig = None,
     known_hosts: KnownHosts = None,
     accept_new_host_key: AcceptNewHostKey = False,
@@ -215,7 +220,7 @@ def gate(
         with runs.open_target(host, ssh_config, known_hosts, accept_new_host_key) as target:
             path, doc = load_receipt(target, receipt)
             try:
-                summary = receipts.check(target, doc, max_age=age)
+                summary = receipts.check(target, doc, max_age=age, accept_synthetic=accept_synthetic)
             except receipts.GateFailed as e:
                 if json_out:
                     emit({"ok": False, "check": e.check, "message": str(e), "receipt": path})

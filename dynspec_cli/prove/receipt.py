@@ -18,6 +18,9 @@ Schema `dynspec-receipt/1` (one JSON object):
             server as seen on node 0 (+ node), pgid null
     slurm   {job_id, nodes, addrs, conf} or absent (not a Slurm run)
     patched_files [{path, sha256, source: given|marker-search}], patched_files_note
+    acceptance {provenance: real|synthetic|lossy, evidence [{setting, value, provenance, why}]}
+            (verdict/acceptance.py on the run's command line; the gate refuses a run whose
+            acceptance is not real unless told to accept it)
 """
 from __future__ import annotations
 
@@ -31,6 +34,7 @@ from dynspec_cli.run import records, slurm
 from dynspec_cli.run.records import RunRecord
 from dynspec_cli.run.slurm import SlurmRecord
 from dynspec_cli.transport import Host
+from dynspec_cli.verdict import acceptance
 
 SCHEMA = "dynspec-receipt/1"
 
@@ -127,6 +131,7 @@ def build(host: Host, rec: RunRecord, proof_doc: dict[str, Any], verdict: Option
         "server": server,
         "patched_files": [{"path": p, "sha256": file_sha256(host, p), "source": src} for p, src in files],
         "patched_files_note": files_note,
+        "acceptance": acceptance.of(rec.engine, list(rec.argv)),
         **({"slurm": {"job_id": srec.job_id, "nodes": list(srec.nodes), "addrs": list(srec.addrs),
                       "conf": srec.slurm_conf}} if srec is not None else {}),
     }
@@ -147,7 +152,14 @@ class GateFailed(Exception):
         self.check = check
 
 
-def check(host: Host, doc: dict[str, Any], *, max_age: Optional[float], now: Optional[float] = None) -> str:
+def provenance(doc: dict[str, Any]) -> dict[str, Any]:
+    """The receipt's acceptance provenance (read again from its command line for receipts written
+    before it was recorded)."""
+    return doc.get("acceptance") or acceptance.of(doc.get("engine") or "sglang", list((doc.get("profile") or {}).get("argv") or []))
+
+
+def check(host: Host, doc: dict[str, Any], *, max_age: Optional[float], now: Optional[float] = None,
+          accept_synthetic: bool = False) -> str:
     """Every gate check, in order; the first that fails raises GateFailed. Returns a summary."""
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
         raise GateFailed("receipt", f"not a dynspec receipt (schema {doc.get('schema') if isinstance(doc, dict) else None!r})")
@@ -159,6 +171,10 @@ def check(host: Host, doc: dict[str, Any], *, max_age: Optional[float], now: Opt
     if not doc.get("proven"):
         c = (doc.get("prove") or {}).get("conclusion") or {}
         raise GateFailed("proven", f"the receipt's prove outcome is {doc.get('outcome')}: {c.get('message')}")
+    prov = provenance(doc)
+    if prov["provenance"] != "real" and not accept_synthetic:
+        raise GateFailed("acceptance", f"the server's acceptance is {prov['provenance']}, not earned by the draft: "
+                                       f"{acceptance.describe(prov)}; pass --accept-synthetic to measure it anyway")
     age = (now or time.time()) - float(doc.get("created_at") or 0)
     if max_age is not None and age > max_age:
         raise GateFailed("age", f"the receipt is {format_age(age)} old (max {format_age(max_age)}); prove again")
@@ -174,7 +190,8 @@ def check(host: Host, doc: dict[str, Any], *, max_age: Optional[float], now: Opt
             raise GateFailed("patched-files", f"{f.get('path')} changed since it was proven "
                                               f"(sha256 {now_sha[:12]}… != {str(f.get('sha256'))[:12]}…)")
     return (f"{name}: live and proven {format_age(age)} ago, same server process ({who}), "
-            f"{len(files)} patched file(s) unchanged")
+            f"{len(files)} patched file(s) unchanged" + ("" if prov["provenance"] == "real" else
+                                                         f", acceptance {prov['provenance']} (--accept-synthetic)"))
 
 
 def check_server(host: Host, doc: dict[str, Any]) -> str:

@@ -11,6 +11,7 @@ from typing import Any, Optional
 
 from dynspec_cli import inject
 from dynspec_cli.evidence.argv import flag_values
+from dynspec_cli.verdict import acceptance
 from dynspec_cli.knowledge.features import Feature
 from dynspec_cli.knowledge.findings import Finding, forced_verdict
 from dynspec_cli.knowledge.sglang import V2_SWITCH_ENV, Knowledge, knowledge
@@ -151,6 +152,9 @@ def _judge(facts, feature, flags, env, patched, k, env_fix) -> dict[str, Any]:
                                              f"whose config.json architecture is {arch} ({draft.get('config')}), made "
                                              f"for {row.expected}: sglang loads it without a word and accepts nothing.",
                                     file=draft.get("config"), params={"expected": row.expected}))
+        prov = acceptance.of("sglang", flags)
+        if prov["provenance"] != "real":
+            findings.append(Finding("DS114", f"acceptance will be {prov['provenance']}: {acceptance.describe(prov)}."))
         topk = _int(fv.get("--speculative-eagle-topk"))
         user_disable = bool(fv.get("--disable-overlap-schedule"))
         env_eff = dict(env)

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any, Optional
 
+from dynspec_cli.verdict import acceptance
 from dynspec_cli.knowledge.features import Feature
 from dynspec_cli.knowledge.findings import Finding, doc
 from dynspec_cli.knowledge.vllm import V2_ENV, VllmKnowledge, knowledge
@@ -99,6 +100,9 @@ def judge(facts: dict[str, Any], feature: Feature, spec: Optional[dict], env: di
     if spec is None:
         findings.append(Finding("DS602", "no --speculative-config: vLLM will run no proposer."))
         return _result(_decided(findings, "unknown"), out, findings)
+    prov = acceptance.of("vllm", ["--speculative-config", json.dumps(spec)])
+    if prov["provenance"] != "real":
+        findings.append(Finding("DS114", f"acceptance will be {prov['provenance']}: {acceptance.describe(prov)}."))
     # the server's environment: the user's overrides over what the inspector saw
     eff_env = {kk: v for kk, v in (facts.get("env") or {}).items() if v is not None}
     eff_env.update({kk: v for kk, v in env.items() if v is not None})

@@ -20,6 +20,7 @@ SERVERS = {  # key -> (env, flags)
     "restart": ({"STANDIN_REPLAY": "restart@3"}, {}),
     "reset": ({"STANDIN_REPLAY": "reset@3"}, {}),
     "dp": ({"STANDIN_REPLAY": "rank0-silent"}, {"dp-size": 2}),
+    "lossy": ({}, {"speculative-accept-threshold-single": 0.5}),  # relaxed acceptance: lossy
 }
 PROVE_STEPS = {"dp": "1,2,8,10"}  # round robin over two DP ranks: each sees half the clients
 

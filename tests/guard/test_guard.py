@@ -5,12 +5,15 @@ log); a healthy run passes; the benchmark's output and exit status are its own."
 import json
 import re
 import subprocess
-import time
+import sys
 
 import pytest
 
 from tests.guard.conftest import TH, arm, port
 from tests.run.helpers import DYNSPEC
+from tests.support.home import runs_dir
+
+pytestmark = pytest.mark.wheels  # the published sglang 0.5.9 wheel's bench_serving
 
 WINDOW = 1.5
 RESULT_KEYS = ("Backend:", "Successful requests:", "Benchmark duration (s):", "Output token throughput (tok/s):",
@@ -139,3 +142,31 @@ def test_gate_refusal_starts_nothing(servers, tmp_path):
     assert r.returncode == 127 and r.stderr.strip() == "dynspec guard: no-such-benchmark-xyz: command not found"
     r = subprocess.run(DYNSPEC + ["guard", name], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+
+
+def one_request(p: int) -> list:
+    code = ("import json,sys,urllib.request as u;u.urlopen(u.Request('http://127.0.0.1:%d/generate',data=json.dumps("
+            "{'text':'hi','sampling_params':{'max_new_tokens':200}}).encode(),headers={'Content-Type':'application/json'}"
+            "),timeout=60).read();print('done')" % p)
+    return [sys.executable, "-c", code]
+
+
+def test_relaxed_acceptance_is_refused_unless_accepted(servers, tmp_path):
+    """--speculative-accept-threshold-single 0.5: sglang accepts drafts the target would not sample,
+    so its accept length is not the draft's (lossy). gate and guard refuse it; --accept-synthetic passes."""
+    name = servers["names"]["lossy"]
+    rc = json.loads((runs_dir() / f"{name}.receipt.json").read_text())
+    assert rc["acceptance"]["provenance"] == "lossy"
+    assert rc["acceptance"]["evidence"][0]["setting"] == "--speculative-accept-threshold-single"
+    g = subprocess.run(DYNSPEC + ["gate", name], capture_output=True, text=True, timeout=60)
+    assert g.returncode == 1 and "FAILED acceptance" in g.stderr and "lossy" in g.stderr
+    g = subprocess.run(DYNSPEC + ["gate", name, "--accept-synthetic"], capture_output=True, text=True, timeout=60)
+    assert g.returncode == 0 and "acceptance lossy" in g.stdout
+    r = subprocess.run(DYNSPEC + ["guard", name, "--", *one_request(port(name))], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 125 and "FAILED acceptance" in r.stderr and r.stdout == ""
+    report = tmp_path / "lossy.json"
+    r = subprocess.run(DYNSPEC + ["guard", name, "--accept-synthetic", "--window", "1", "--report", str(report), "--",
+                                  *one_request(port(name))], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout == "done\n", r.stderr
+    assert json.loads(report.read_text())["provenance"]["provenance"] == "lossy"

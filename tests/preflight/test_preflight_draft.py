@@ -50,3 +50,14 @@ def test_a_hub_id_is_not_fetched_and_not_judged(sglang_python):
     py, _, _ = sglang_python("0.5.9")
     r = preflight(py, *flags("EAGLE", "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"), env=["SGLANG_ENABLE_SPEC_V2=True"])
     assert r["verdict"] == "reachable" and "DS113" not in r["codes"]
+
+
+def test_relaxed_acceptance_thresholds_are_reported_before_launch(sglang_python, tmp_path):
+    py, _, _ = sglang_python("0.5.9")
+    d = draft(tmp_path, "d", EAGLE3)
+    r = preflight(py, *flags("EAGLE3", d), "--speculative-accept-threshold-single", "0.6",
+                  env=["SGLANG_ENABLE_SPEC_V2=True"])
+    assert r["verdict"] == "reachable"  # the patch runs; its acceptance will not be the draft's
+    (f,) = [f for f in r["findings"] if f["code"] == "DS114"]
+    assert f["severity"] == "warning" and f["message"].startswith("acceptance will be lossy: "
+                                                                  "--speculative-accept-threshold-single 0.6")
