@@ -251,7 +251,7 @@ def stop(
     if slurm_cmds.find(host, name, ssh_config, known_hosts, accept_new_host_key):  # a Slurm run: scancel it
         raise typer.Exit(slurm_cmds.stop(name, host=host, ssh_config=ssh_config, known_hosts=known_hosts,
                                          accept_new_host_key=accept_new_host_key))
-    from dynspec_cli.report.hints import command
+    from dynspec_cli.run.hints import command
     from dynspec_cli.transport import TransportError
 
     with _errors():

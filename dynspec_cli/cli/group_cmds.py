@@ -10,7 +10,7 @@ import typer
 from dynspec_cli.cli.options import AcceptNewHostKey, KnownHosts, SshConfig
 from dynspec_cli.cli.options import errors as _errors
 from dynspec_cli.cli.options import out as _out
-from dynspec_cli.report import hints
+from dynspec_cli.run import hints
 from dynspec_cli.report.runs import GroupDisplay
 from dynspec_cli.report.runs import report_group as _report
 

@@ -71,7 +71,7 @@ def launch(profile: str, *, host: Optional[str], env, set_, name: Optional[str],
                 if no_watch:
                     guard.release()
                     if not json_out:
-                        from dynspec_cli.report.hints import command
+                        from dynspec_cli.run.hints import command
 
                         out.print(f"  watch it to its verdict: {command('watch', rec.name, host=host)}\n"
                                   f"  stop it: {command('stop', rec.name, host=host)}", markup=False)
@@ -109,7 +109,7 @@ def _interrupted(login, rec, out, detach, guard=None) -> int:
     if detach:
         if guard is not None:
             guard.release()
-        from dynspec_cli.report.hints import command
+        from dynspec_cli.run.hints import command
 
         out.print(f"\ndetached: job {rec.job_id} keeps running; re-attach with: "
                   f"{command('watch', rec.name, host=login)}", markup=False)

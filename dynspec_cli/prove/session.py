@@ -16,7 +16,7 @@ from dynspec_cli import inject
 from dynspec_cli.knowledge.features import Feature
 from dynspec_cli.prove import decision, observations
 from dynspec_cli.prove.decision import Conclusion, Step
-from dynspec_cli.report.hints import command
+from dynspec_cli.run.hints import command
 from dynspec_cli.prove.plan import Plan, PlanError, parse_steps, threshold_from_argv
 from dynspec_cli.run import records, slurm
 from dynspec_cli.run.records import RunRecord

@@ -136,7 +136,7 @@ def _interrupted(out: "Console", target, result) -> int:
     said on stderr with the command that stops it."""
     import sys
 
-    from dynspec_cli.report.hints import command
+    from dynspec_cli.run.hints import command
     from dynspec_cli.verdict.codes import INTERRUPTED
 
     rec, name = result.record, result.name
@@ -171,7 +171,7 @@ def render_launched(out: "Console", target, result, json_out: bool) -> int:
             out.print(f"  [bold]not started[/]: preflight says {why} with this profile; "
                       "fix the findings above, or start it anyway with --no-preflight")
         return EXIT["dead"]
-    from dynspec_cli.report.hints import command
+    from dynspec_cli.run.hints import command
 
     stop, watch = _escape(command("stop", rec.name, host=target)), _escape(command("watch", rec.name, host=target))
     if result.kind == "started":

@@ -85,7 +85,7 @@ def start(host: Host, prof: Profile, feature: Feature, *, replace: bool, sglang_
     if old is not None and old.state == records.STARTING:
         old = ownership.resolve(host, old)
         if old.state == records.STARTING:
-            from dynspec_cli.report.hints import command
+            from dynspec_cli.run.hints import command
 
             raise RunError(f"run {prof.name!r} is being started on {host.name} right now; "
                            f"wait for it ({command('status', prof.name, host=host)}), or use --name for another run")

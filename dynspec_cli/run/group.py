@@ -397,7 +397,7 @@ def _start_nodes(spec, nodes: list[Node], feature, *, replace, preflight_result,
         if isinstance(e, (RunError, TransportError, ConfigError)):
             raise RunError(f"node {n.rank} ({n.host.name}): {e}") from None
         raise e
-    from dynspec_cli.report.hints import group_files
+    from dynspec_cli.run.hints import group_files
 
     doc = {"group": spec.name, "created_at": records.now(), "feature": feature.name, "nnodes": len(nodes),
            "dist_init_addr": dist_init_addr, "source": spec.source,
