@@ -64,6 +64,16 @@ class Tiers(msgspec.Struct, forbid_unknown_fields=True):
     steps: dict[str, list[int]]
 
 
+class Plugin(msgspec.Struct, forbid_unknown_fields=True):
+    """The patch is shipped as an engine plugin (an entry point of the engine's plugin group)
+    whose hook wraps or replaces `target`; the feature's [marker] is the line the plugin logs."""
+    entry_point: str  # the entry point's name (what the allow-list must list)
+    target: str  # the dotted path the hook is registered on: module[.Class][.attribute]
+    hook: str  # before | after | around | replace (the engine's hook types)
+    processes: list[str] = msgspec.field(default_factory=lambda: ["scheduler"])  # the processes the hook must be active in
+    distribution: str = ""  # the distribution that should provide it (default: whichever does)
+
+
 class Feature(msgspec.Struct, forbid_unknown_fields=True, dict=True):
     name: str
     title: str
@@ -82,8 +92,11 @@ class Feature(msgspec.Struct, forbid_unknown_fields=True, dict=True):
     # the worker classes that build the feature's code when its marker is in a helper class (sglang's
     # own features): preflight looks for one of them in the running worker's MRO, not the marker's class
     runs_in: list[str] = []
+    plugin: Optional[Plugin] = None
 
     def __post_init__(self) -> None:
+        if self.plugin is not None:
+            check_plugin(self.plugin, self.engine)
         try:
             self.marker_re = re.compile(self.marker.pattern)
         except re.error as e:
@@ -98,6 +111,34 @@ class Feature(msgspec.Struct, forbid_unknown_fields=True, dict=True):
                 raise ValueError(f"dead_when.pattern is not a valid regex: {e}") from None
             if not d.literal:
                 raise ValueError("dead_when.literal must be a non-empty substring of every such line")
+
+
+def check_plugin(p: Plugin, engine: str) -> None:
+    """The [plugin] section against what the engine's plugin framework can do (configs/<engine>/plugins.toml)."""
+    if engine != "sglang":
+        raise ValueError(f"plugin: plugin-delivered patches are checked for sglang only, not {engine}")
+    from dynspec_cli.knowledge.sglang import knowledge
+
+    k = knowledge()
+    fw = k.plugins.framework[-1]
+    if not re.fullmatch(r"[^\s,]+", p.entry_point):
+        # sglang splits SGLANG_PLUGINS on commas and strips blanks: such a name could never be allowed
+        raise ValueError(f"plugin.entry_point {p.entry_point!r}: must be one name, without blanks or commas")
+    parts = p.target.split(".")
+    if len(parts) < 2 or not all(x.isidentifier() for x in parts):
+        raise ValueError(f"plugin.target {p.target!r}: must be a dotted path module.attribute "
+                         "(e.g. sglang.srt.speculative.eagle_worker_v2.EAGLEWorkerV2.__init__)")
+    if parts[0] != "sglang":
+        raise ValueError(f"plugin.target {p.target!r}: must be inside the sglang package (start with 'sglang.')")
+    if p.hook.lower() not in fw.hook_types:
+        raise ValueError(f"plugin.hook {p.hook!r}: must be one of {', '.join(fw.hook_types)}")
+    p.hook = p.hook.lower()
+    names = [x.name for x in k.plugins.process]
+    if not p.processes:
+        raise ValueError(f"plugin.processes is empty: name at least one of {', '.join(names)}")
+    for name in p.processes:
+        if name not in names:
+            raise ValueError(f"plugin.processes: unknown process {name!r}: choose from {', '.join(names)}")
 
 
 DEFAULT_FEATURE = "dynamic-spec-disable"

@@ -52,6 +52,7 @@ class Knowledge:
         self.log_lines = tables.load_toml(d / "log_lines.toml", tables.LogLinesFile).line
         self.draft_mismatches = tables.load_toml(d / "drafts.toml", tables.DraftsFile).mismatch
         self.warning_by_id = {w.id: w for w in self.warnings}
+        self.plugins = tables.load_toml(d / "plugins.toml", tables.PluginsFile)
         self._precompute()
         for r in self.overlap_ranges:
             if r.switch.warning and r.switch.warning not in self.warning_by_id:
@@ -67,6 +68,7 @@ class Knowledge:
         specs += [self.max_running_reset.versions] + [o.versions for o in self.overrides]
         specs += [v for row in self.log_lines for v in row.versions_by_form.values()]
         specs += [m.versions for m in self.draft_mismatches]
+        specs += [f.versions for f in self.plugins.framework]
         for spec in specs:
             self.mask(spec)
 
@@ -201,6 +203,13 @@ class Knowledge:
         return any(rule.warning == warning_id and (rule.algorithms is None or algo in rule.algorithms) for rule in r.rules)
 
     # --- dispatch ----------------------------------------------------------------------------
+    def plugin_framework(self, version: Optional[str]) -> Optional[tables.PluginFramework]:
+        """The general-plugin framework of a release (None: it has none); a release the tables do
+        not know gets the newest row (the inspector says whether the framework is there)."""
+        if version and self.known(version):
+            return next((f for f in self.plugins.framework if self.mask(f.versions) & self.mask_of(version)), None)
+        return self.plugins.framework[-1]
+
     def dispatch_rules(self, version: str) -> Optional[tables.DispatchRange]:
         m = self.mask_of(version)
         return next((r for r in self.dispatch_ranges if self.mask(r.versions) & m), None)

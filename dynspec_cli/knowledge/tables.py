@@ -244,3 +244,30 @@ class FindingDoc(msgspec.Struct, forbid_unknown_fields=True):
     # the finding's effect on the verdict per context (log, preflight, group); absent: none
     verdict: dict[Literal["log", "preflight", "group", "guard"], Literal["dead", "crashed", "ineffective", "invalid"]] = {}
     fix_template: Union[str, None] = None
+
+
+# --- configs/<engine>/plugins.toml -----------------------------------------------------------
+class PluginFramework(msgspec.Struct, forbid_unknown_fields=True):
+    versions: str
+    module: str
+    group: str
+    allow_env: str
+    hook_types: list[str]
+    platform_group: str = ""
+    platform_env: str = ""
+    skipped_line: str = ""
+    loaded_line: str = ""
+    executed_line: str = ""
+    applied_line: str = ""
+
+
+class PluginProcess(msgspec.Struct, forbid_unknown_fields=True):
+    name: str
+    module: str
+    function: str
+    runs: str = ""
+
+
+class PluginsFile(msgspec.Struct, forbid_unknown_fields=True):
+    framework: list[PluginFramework]
+    process: list[PluginProcess] = []
