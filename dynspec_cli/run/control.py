@@ -13,7 +13,7 @@ from typing import Optional
 from dynspec_cli import inject
 from dynspec_cli.evidence.rules import LAUNCH_PREFIX
 from dynspec_cli.knowledge.features import Feature
-from dynspec_cli.run import ownership, records
+from dynspec_cli.run import ownership, records, sigint
 from dynspec_cli.run.profiles import Profile
 from dynspec_cli.run.records import RunRecord
 from dynspec_cli.run.secrets import redact_argv, redact_env
@@ -121,9 +121,12 @@ def start(host: Host, prof: Profile, feature: Feature, *, replace: bool, sglang_
                  check=True, timeout=30)
         _pause_at("header")
         spawning = True
-        spawned = host.spawn_tracked(argv, env={**env, records.TOKEN_VAR: token},
-                                     cwd=records.expand(host, prof.workdir) if prof.workdir else None,
-                                     log_path=log, pid_file=rec.pid_file)
+        # Ctrl-C waits for the spawn to answer: cut short there (an SSH spawn takes seconds under
+        # load), the pid file may not be written yet when the interrupt asks the host who runs
+        with sigint.held(f"starting {prof.name}"):
+            spawned = host.spawn_tracked(argv, env={**env, records.TOKEN_VAR: token},
+                                         cwd=records.expand(host, prof.workdir) if prof.workdir else None,
+                                         log_path=log, pid_file=rec.pid_file)
         _pause_at("spawned")
         rec.pid, rec.pgid, rec.state = spawned.pid, spawned.pgid, records.STARTED
         rec.leader_start = records.leader_start(host, spawned.pid)

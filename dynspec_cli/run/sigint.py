@@ -1,6 +1,7 @@
-"""Ctrl-C held back while a step must finish as a whole (sbatch, and the record of the job id it
-printed): the interrupt is acted on once the step is done, so what the step started is known and
-can be stopped or named. A second Ctrl-C abandons the step at once."""
+"""Ctrl-C held back while a step must finish as a whole (sbatch and the record of the job id it
+printed; a server's spawn until it has answered with its pid): the interrupt is acted on once the
+step is done, so what the step started is known and can be stopped or named. A second Ctrl-C
+abandons the step at once."""
 from __future__ import annotations
 
 import signal

@@ -90,6 +90,7 @@ def test_ssh_drop_while_loading_does_not_cancel_the_job(tmp_path, slurm, ssh_lab
     finally:
         if proc.poll() is None:
             proc.kill()
+    assert out.strip(), f"exit {proc.returncode}, no JSON on stdout; stderr: {err[-3000:]}"
     doc = json.loads(out)
     try:
         assert proc.returncode == 0, (doc["message"], err[-2000:])
