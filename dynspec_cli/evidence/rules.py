@@ -66,7 +66,7 @@ class Classifier:
             data = {k: v for k, v in (m.groupdict().items() if m else ()) if v is not None}
             return [Observation("landmark", line, "decode-batch", data, landmark=self._decode_row)]
         if not self._any_literal.search(msg):
-            return _maybe_exception(line)
+            return exception_of(line)
         out: list[Observation] = []
         body = probe_lines.payload(msg)
         if body is not None:
@@ -90,7 +90,7 @@ class Classifier:
                     out.append(Observation("landmark", line, row.id, m.groupdict(), landmark=row))
         if "Traceback (most recent call last)" in msg:
             out.append(Observation("traceback", line, "traceback"))
-        return out or _maybe_exception(line)
+        return out or exception_of(line)
 
 
     def _feature_dead(self, line: Line, msg: str) -> list[Observation]:
@@ -109,7 +109,7 @@ def _literal_of(w: WarningRow) -> str:
     return max(runs, key=len) if runs else ""
 
 
-def _maybe_exception(line: Line) -> list[Observation]:
+def exception_of(line: Line) -> list[Observation]:
     """`ValueError: ...` at the start of a line ends a traceback (the engine decides whether
     a traceback is open)."""
     msg = line.msg

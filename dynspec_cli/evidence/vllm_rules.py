@@ -15,7 +15,7 @@ from typing import Any, Optional
 
 from dynspec_cli.evidence.commands import CONFIGS, CommandReader
 from dynspec_cli.evidence.lines import Line
-from dynspec_cli.evidence.rules import LAUNCH_PREFIX, PROBE_PREFIX, Observation, _maybe_exception
+from dynspec_cli.evidence.rules import LAUNCH_PREFIX, PROBE_PREFIX, Observation, exception_of
 from dynspec_cli.knowledge.features import Feature
 from dynspec_cli.knowledge.vllm import VllmKnowledge
 
@@ -117,7 +117,7 @@ class VllmClassifier:
         if not any(lit in msg for lit in self.literals):
             if runner_src:
                 return [Observation("landmark", line, "runner-source", {"runner": runner_src, "src": src})]
-            return _maybe_exception(line)
+            return exception_of(line)
         at = msg.find(PROBE_PREFIX)
         if at >= 0:
             return [Observation("probe", line, "probe", {"json": msg[at + len(PROBE_PREFIX):]})]
@@ -153,7 +153,7 @@ class VllmClassifier:
             out.append(Observation("traceback", line, "traceback"))
         if runner_src:
             out.append(Observation("landmark", line, "runner-source", {"runner": runner_src, "src": src}))
-        return out or _maybe_exception(line)
+        return out or exception_of(line)
 
 
 def looks_like_vllm(head: list[str]) -> bool:

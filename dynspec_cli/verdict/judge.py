@@ -1,108 +1,23 @@
-"""From observations to a verdict.
+"""From a launch's state to a verdict.
 
-Observations are grouped into launches (a log file often holds several appended launches);
-only the newest launch is judged. The verdict is recomputed cheaply after every batch of
-lines, so `--follow` can stop the moment it is decided."""
+`Reader` (verdict/launch.py) splits the log into launches and keeps each launch's state; the judge
+judges the newest one. The verdict is recomputed cheaply after every batch of lines, so `--follow`
+can stop the moment it is decided."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from dynspec_cli.evidence.argv import flag_values
 from dynspec_cli.evidence.lines import Line
 from dynspec_cli.evidence.rules import Observation
-from dynspec_cli.evidence.server_args import parse_dump
 from dynspec_cli.knowledge.features import Feature
 from dynspec_cli.knowledge.findings import Finding, forced_verdict
 from dynspec_cli.knowledge.sglang import Knowledge
 from dynspec_cli.verdict import claims, workers
 from dynspec_cli.verdict.codes import ACCEPT_EPS, EXIT
+from dynspec_cli.verdict.launch import Launch, Reader
 
 INEFFECTIVE_LINES = 3  # Decode batch lines where speculation should be on, all at ~1.00, before DS314
-
-_DECISIVE_CRASH = {"unrecognized-arguments", "scheduler-exception", "child-failed", "killed", "no-nvidia-driver", "cuda-oom"}
-# What starts a new launch once the current one got past argument resolution. A launch command
-# pasted into the log does not: people paste the crash, then "my command was" (a command right
-# before a new launch's start-up lines moves into that launch, claims.adopt_command).
-_RESOLVE_PHASE = {"warning", "launch"}
-
-
-@dataclass
-class Crash:
-    exception: str
-    message: str
-    line: Line
-    decisive: bool
-
-
-@dataclass
-class ProbeState:
-    """What the in-server probe (DYNSPEC-PROBE lines) reported for one launch."""
-
-    seen: bool = False
-    version: Optional[str] = None
-    version_line: Optional[Line] = None
-    procs: dict[int, dict[str, Any]] = field(default_factory=dict)  # pid -> role, rank, worker, hits
-    unpatched_worker: Optional[tuple[dict, Line]] = None
-    other_file: Optional[tuple[dict, Line]] = None
-    instrumented: bool = False
-    errors: int = 0
-    first_hit: Optional[Line] = None
-
-    def proc(self, ev: dict) -> dict[str, Any]:
-        p = self.procs.setdefault(int(ev.get("pid", 0)), {"pid": ev.get("pid"), "role": None, "rank": None,
-                                                          "worker": None, "hits": 0})
-        if ev.get("role") and ev.get("role") != "other":
-            p["role"] = ev["role"]
-        if ev.get("rank"):
-            p["rank"] = ev["rank"]
-        return p
-
-    def schedulers(self) -> list[dict[str, Any]]:
-        return [p for p in self.procs.values() if p["role"] == "scheduler" or p["worker"]]
-
-
-@dataclass
-class Launch:
-    index: int
-    first: Line
-    mask: int
-    version_notes: list[tuple[Line, str, int]] = field(default_factory=list)
-    conflict: Optional[Line] = None
-    algorithms: Optional[set] = None
-    algorithm: Optional[str] = None
-    algorithm_line: Optional[Line] = None
-    spec_off_line: Optional[Line] = None
-    overlap: Optional[bool] = None
-    overlap_line: Optional[Line] = None
-    multi_layer: Optional[bool] = None
-    max_running: Optional[int] = None
-    max_running_line: Optional[Line] = None
-    tp_size: Optional[int] = None
-    dump: dict[str, Any] = field(default_factory=dict)
-    dump_line: Optional[Line] = None
-    env_set: dict[str, Line] = field(default_factory=dict)
-    warnings: list[Observation] = field(default_factory=list)
-    markers: list[Observation] = field(default_factory=list)
-    feature_dead: list[Observation] = field(default_factory=list)
-    ready: Optional[Line] = None
-    crash: Optional[Crash] = None
-    flag_rejected: Optional[Line] = None
-    in_traceback: bool = False
-    traceback_line: Optional[Line] = None
-    progress_after_crash: bool = False
-    past_resolution: bool = False
-    phase: str = "args"
-    shards: Optional[str] = None
-    decode_lines: int = 0
-    decode_with_accept: int = 0
-    last_decode: dict[str, str] = field(default_factory=dict)
-    accept_by_batch: dict[int, tuple[int, float]] = field(default_factory=dict)  # running -> (lines, max accept len)
-    probe: "ProbeState" = field(default_factory=lambda: ProbeState())
-    header: dict[str, Any] = field(default_factory=dict)
-    frames: dict[str, Line] = field(default_factory=dict)  # worker module -> first traceback frame in it
-    last_line: Optional[Line] = None
-    ev: "claims.ClaimEvidence" = field(default_factory=lambda: claims.ClaimEvidence())  # issue-12 hook
 
 
 @dataclass
@@ -121,8 +36,8 @@ class Verdict:
     launch: dict[str, Any]
     missing: list[str] = field(default_factory=list)
     probe: Optional[dict[str, Any]] = None
-    claims: Optional[dict[str, Any]] = None  # issue-12 hook: verdict/claims.py
-    requested: Optional[dict[str, Any]] = None  # issue-12 hook: the log's launch command vs server_args
+    claims: Optional[dict[str, Any]] = None  # each claim proven with its line, or null (verdict/claims.py)
+    requested: Optional[dict[str, Any]] = None  # the log's launch command next to what server_args resolved
 
     @property
     def exit_code(self) -> int:
@@ -190,14 +105,8 @@ class Judging:
         no = (line.no or None) if line is not None else None
         shown = None
         if line is not None and text:
-            shown = _clip(line.text) if clip else line.text
+            shown = clip_text(line.text) if clip else line.text
         self.findings.append(Finding(code, message, line=no, text=shown, fix=fix))
-
-
-def _loc(line: Optional[Line]) -> dict[str, Any] | None:
-    if line is None:
-        return None
-    return {"line": line.no or None, "offset": line.offset, "text": line.text}
 
 
 class Judge:
@@ -211,232 +120,23 @@ class Judge:
         self.patched_methods = {p.cls: p.function for p in feature.patch}  # class -> the patched method
         self.pinned = sglang_version
         self.pinned_mask = knowledge.mask_of(sglang_version) if sglang_version else None
-        self.launches: list[Launch] = []
-        self.earlier_markers: list[Observation] = []
-        self.text_lines = 0  # lines read that are not blank (Pipeline sets it)
-
-    # --- feeding ---------------------------------------------------------------------------
-    def _current(self, line: Line) -> Launch:
-        if not self.launches:
-            self.launches.append(Launch(1, line, self.k.all))
-        return self.launches[-1]
-
-    def _new_launch(self, line: Line) -> Launch:
-        la = Launch(len(self.launches) + 1, line, self.k.all)
-        if self.launches:
-            self.earlier_markers.extend(self.launches[-1].markers)
-            claims.adopt_command(self.launches[-1], la)
-        self.launches.append(la)
-        return la
+        self.reader = Reader(knowledge, feature)
 
     def feed(self, obs: Observation) -> None:
-        line = obs.line
-        la = self._current(line)
-        starts = obs.kind in _RESOLVE_PHASE or (obs.kind == "landmark" and obs.id in ("server-args-dump", "unrecognized-arguments"))
-        if starts and la.past_resolution:  # argument resolution again after runtime lines or a crash
-            la = self._new_launch(line)
-        la.last_line = line
-        if claims.observe(self, la, obs):  # issue-12 hook: evidence the claims read (and their own lines)
-            return
-        handler = getattr(self, f"_on_{obs.kind.replace('-', '_')}")
-        handler(la, obs)
+        self.reader.feed(obs)
 
-    def _narrow(self, la: Launch, line: Line, mask: int, why: str) -> None:
-        new = la.mask & mask
-        if new == 0:
-            la.conflict = la.conflict or line
-            return
-        if new != la.mask:
-            la.version_notes.append((line, why, mask))
-        la.mask = new
-
-    def _on_launch(self, la: Launch, obs: Observation) -> None:
-        import json
-
-        try:
-            la.header = json.loads(obs.data["json"])
-        except (ValueError, TypeError):
-            la.header = {}
-        argv = la.header.get("argv") if isinstance(la.header, dict) else None
-        if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
-            return
-        # the command dynspec started: what was asked for (a later server_args dump says what
-        # sglang made of it, and wins)
-        asked = flag_values(argv)
-        algo = asked.get("--speculative-algorithm")
-        if isinstance(algo, str) and la.algorithm is None:
-            la.algorithm, la.algorithm_line = self.k.canonical_algorithm(algo), obs.line
-        if la.multi_layer is None:
-            la.multi_layer = bool(asked.get("--enable-multi-layer-eagle"))
-
-    def _on_warning(self, la: Launch, obs: Observation) -> None:
-        w = obs.warning
-        la.warnings.append(obs)
-        self._narrow(la, obs.line, self.k.mask(w.versions), f"'{w.id}' is logged by {self.k.span(self.k.mask(w.versions))}")
-        imp = w.implies
-        if imp.algorithms:
-            la.algorithms = set(imp.algorithms) if la.algorithms is None else (la.algorithms & set(imp.algorithms)) or la.algorithms
-        if imp.overlap is not None:
-            self._set_overlap(la, imp.overlap, obs.line)
-        if imp.multi_layer is not None:
-            la.multi_layer = imp.multi_layer
-        if imp.max_running_requests is not None and la.max_running is None:
-            la.max_running, la.max_running_line = imp.max_running_requests, obs.line
-        if imp.env_set:
-            la.env_set.setdefault(imp.env_set, obs.line)
-        if w.level == "error":
-            la.crash = la.crash or Crash("ValueError", w.text or obs.line.msg, obs.line, decisive=True)
-            la.past_resolution = True
-
-    @staticmethod
-    def _set_overlap(la: Launch, value: bool, line: Line) -> None:
-        """The first line that established the value stays its evidence."""
-        if la.overlap != value or la.overlap_line is None:
-            la.overlap, la.overlap_line = value, line
-
-    def _on_marker(self, la: Launch, obs: Observation) -> None:
-        la.markers.append(obs)
-
-    def _on_feature_dead(self, la: Launch, obs: Observation) -> None:
-        la.feature_dead.append(obs)
-
-    def _on_probe(self, la: Launch, obs: Observation) -> None:
-        ev = obs.data.get("event")
-        if ev is None:  # not an event of the probe's schema
-            return
-        pr = la.probe
-        pr.seen = True
-        p = pr.proc(ev)
-        kind = ev.get("event")
-        if kind == "sglang" and isinstance(ev.get("version"), str):
-            pr.version, pr.version_line = ev["version"], obs.line
-        elif kind == "module":
-            for t in ev.get("targets") or []:
-                if t.get("status") == "instrumented":
-                    pr.instrumented = True
-                elif t.get("status") == "other-file" and pr.other_file is None:
-                    pr.other_file = ({**t, "module_file": ev.get("file")}, obs.line)
-        elif kind == "worker":
-            p["worker"] = {"class": ev.get("class"), "module": ev.get("module"), "file": ev.get("file"),
-                           "mro": ev.get("mro"), "patched_in_mro": ev.get("patched_in_mro")}
-            flags = [x.get("in_mro") for x in ev.get("patched_in_mro") or []]
-            if flags and not any(flags) and pr.unpatched_worker is None:
-                pr.unpatched_worker = (p["worker"], obs.line)
-        elif kind == "hit":
-            p["hits"] += 1
-            pr.first_hit = pr.first_hit or obs.line
-        elif kind == "server_args":
-            args = ev.get("args") or {}
-            if isinstance(args.get("speculative_algorithm"), str) and la.algorithm is None:
-                la.algorithm = self.k.canonical_algorithm(args["speculative_algorithm"])
-                la.algorithm_line = obs.line
-            if isinstance(args.get("disable_overlap_schedule"), bool):
-                self._set_overlap(la, not args["disable_overlap_schedule"], obs.line)
-            if isinstance(args.get("tp_size"), int):
-                la.tp_size = args["tp_size"]
-        elif kind == "error":
-            pr.errors += 1
-
-    def _on_traceback(self, la: Launch, obs: Observation) -> None:
-        la.in_traceback = True
-        la.traceback_line = la.traceback_line or obs.line
-
-    def _on_exception(self, la: Launch, obs: Observation) -> None:
-        if not la.in_traceback:
-            return
-        decisive = la.crash.decisive if la.crash else False  # e.g. "Scheduler hit an exception" before it
-        la.crash = Crash(obs.data["exception"], obs.data["message"], obs.line, decisive=decisive)
-        la.progress_after_crash = False
-        la.past_resolution = True
-
-    def _on_landmark(self, la: Launch, obs: Observation) -> None:
-        row, line, d = obs.landmark, obs.line, obs.data
-        if row.id == "server-args-dump":
-            self._on_dump(la, obs)
-            return
-        if row.crash:
-            if row.id == "unrecognized-arguments":
-                args = d.get("args", "")
-                if self.feature.flag and self.feature.flag.name in args.split():
-                    la.flag_rejected = line
-            decisive = row.id in _DECISIVE_CRASH or row.decisive
-            if la.crash is not None and (row.id in ("scheduler-exception", "child-failed", "killed") or row.decisive):
-                la.crash.decisive = la.crash.decisive or decisive  # keep the root cause already seen
-            else:
-                la.crash = Crash(row.crash, line.msg, line, decisive=decisive)
-            la.past_resolution = True
-            return
-        if row.crash_start:
-            la.in_traceback = True
-            if row.id == "traceback-frame":
-                self._on_frame(la, obs)
-            return
-        la.past_resolution = True
-        if la.crash and not la.crash.decisive and line.offset > la.crash.line.offset:
-            la.progress_after_crash = True
-        la.in_traceback = False
-        if row.phase:
-            la.phase = row.phase
-        if row.id == "checkpoint-shards":
-            la.shards = f"{d.get('done')}/{d.get('total')}"
-        elif row.id == "ready":
-            la.ready = line
-        elif row.id == "decode-batch":
-            la.decode_lines += 1
-            if "accept_len" in d:
-                la.decode_with_accept += 1
-                try:
-                    n, top = la.accept_by_batch.get(int(d["running"]), (0, 0.0))
-                    la.accept_by_batch[int(d["running"])] = (n + 1, max(top, float(d["accept_len"])))
-                except (KeyError, ValueError):
-                    pass
-            la.last_decode = d
-        elif row.id == "scheduler-ready-stats" and d.get("max_running_requests"):
-            la.max_running, la.max_running_line = int(d["max_running_requests"]), line
-
-    def _on_frame(self, la: Launch, obs: Observation) -> None:
-        path, func = obs.data.get("path", ""), obs.data.get("function", "")
-        if func.startswith("event_loop_") and la.overlap is None:
-            la.overlap = func.startswith("event_loop_overlap")
-            la.overlap_line = obs.line
-        marker = "/sglang/srt/speculative/"
-        if marker in path:
-            module = path.split(marker, 1)[1][:-3].replace("/", ".")
-            if any(c.module == module for c in self.k.classes):
-                la.frames.setdefault(module, obs.line)
-
-    def _on_dump(self, la: Launch, obs: Observation) -> None:
-        la.past_resolution = True
-        la.phase = "args"
-        dump = obs.data.get("dump", "")
-        for form, spec in obs.landmark.versions_by_form.items():
-            if dump.startswith(form):
-                self._narrow(la, obs.line, self.k.mask(spec), f"the server_args dump form '{form}...' is used by {self.k.span(self.k.mask(spec))}")
-        fields, _complete = parse_dump(dump)
-        la.dump, la.dump_line = fields, obs.line
-        if "speculative_algorithm" in fields:
-            algo = fields["speculative_algorithm"]
-            if algo is None:
-                la.spec_off_line = obs.line
-            elif isinstance(algo, str):
-                la.algorithm = self.k.canonical_algorithm(algo)
-                la.algorithm_line = obs.line
-        if isinstance(fields.get("disable_overlap_schedule"), bool):
-            self._set_overlap(la, not fields["disable_overlap_schedule"], obs.line)
-        if isinstance(fields.get("enable_multi_layer_eagle"), bool):
-            la.multi_layer = fields["enable_multi_layer_eagle"]
-        if isinstance(fields.get("max_running_requests"), int):
-            la.max_running, la.max_running_line = fields["max_running_requests"], obs.line
-        if isinstance(fields.get("tp_size"), int):
-            la.tp_size = fields["tp_size"]
+    @property
+    def launches(self) -> list[Launch]:
+        return self.reader.launches
 
     # --- judging ---------------------------------------------------------------------------
-    def verdict(self, *, at_eof: bool = True, quiet_for: float = 0.0) -> Verdict:
+    def verdict(self, *, at_eof: bool = True, quiet_for: float = 0.0, text_lines: int = 0) -> Verdict:
         """The newest launch's verdict now: each step below adds its findings and claims to one
-        `Judging`; the registry's policy (configs/findings.toml, context `log`) then decides."""
+        `Judging`; the registry's policy (configs/findings.toml, context `log`) then decides.
+        `text_lines`: the lines read that are not blank (what a log without one server line says)."""
         la = self.launches[-1] if self.launches else None
         if la is None:
-            return self._empty()
+            return self._empty(text_lines)
         j = Judging(la)
         for step in (self.step_release, self.step_speculation, self.step_flag, self.step_worker,
                      self.step_method, self.step_settings, self.step_feature_dead, self.step_marker, self.step_probe, self.step_threshold, self.step_effect,
@@ -446,35 +146,35 @@ class Judge:
         j.findings.sort(key=lambda f: ({"error": 0, "warning": 1, "info": 2}[f.severity], f.code))
         return Verdict(
             verdict=j.verdict, feature=self.feature.name, sglang_version=j.version_text,
-            speculative_algorithm=la.algorithm, overlap_schedule=la.overlap, worker=j.worker,
-            server_ready=la.ready is not None, crashed=j.crashed, crash=j.crash, marker=j.marker,
+            speculative_algorithm=la.config.algorithm, overlap_schedule=la.config.overlap, worker=j.worker,
+            server_ready=la.life.ready is not None, crashed=j.crashed, crash=j.crash, marker=j.marker,
             findings=j.findings, missing=j.missing, probe=j.probe,
             launch={"index": la.index, "of": len(self.launches), "first_line": la.first.no or None,
-                    "first_offset": la.first.offset, "phase": "ready" if la.ready else la.phase,
-                    "shards": la.shards, "decode_lines": la.decode_lines,
-                    "last_decode": la.last_decode or None},
-            claims=claims.build(self.k, la, j.mask, crashed=j.crashed, worker=j.worker, algorithm=la.algorithm,
+                    "first_offset": la.first.offset, "phase": "ready" if la.life.ready else la.life.phase,
+                    "shards": la.life.shards, "decode_lines": la.decoding.lines,
+                    "last_decode": la.decoding.last or None},
+            claims=claims.build(self.k, la, j.mask, crashed=j.crashed, worker=j.worker, algorithm=la.config.algorithm,
                                 spec_off=j.spec_off),
-            requested=claims.requested_vs_effective(la),  # issue-12 hook
+            requested=claims.requested_vs_effective(la),
         )
 
     # --- the steps of a verdict (each reads the launch, adds to `j`) ----------------------
     def step_release(self, j: "Judging") -> None:
         """Which sglang releases the evidence allows: the log's lines, --sglang-version, the probe."""
         k, la = self.k, j.la
-        mask = la.mask
+        mask = la.release.mask
         if self.pinned is not None:
             if self.pinned_mask == 0:
                 j.add("DS307", f"sglang {self.pinned} is not in dynspec's tables ({k.releases[0]} – {k.releases[-1]}); version-specific conclusions are withheld.")
                 mask = 0
             else:
-                if la.mask & self.pinned_mask == 0:
-                    j.add("DS308", f"--sglang-version {self.pinned} contradicts the log, whose lines come from {k.span(la.mask)}.", line=la.version_notes[-1][0] if la.version_notes else None, text=False)
+                if la.release.mask & self.pinned_mask == 0:
+                    j.add("DS308", f"--sglang-version {self.pinned} contradicts the log, whose lines come from {k.span(la.release.mask)}.", line=la.release.notes[-1][0] if la.release.notes else None, text=False)
                 mask = self.pinned_mask
         if self.pinned is None and la.probe.version and k.mask_of(la.probe.version):
             mask = k.mask_of(la.probe.version)  # the server's own process said which sglang it imported
-        if la.conflict is not None:
-            j.add("DS308", f"this line does not fit the releases the earlier lines point to ({k.span(la.mask)}).", line=la.conflict, clip=False)
+        if la.release.conflict is not None:
+            j.add("DS308", f"this line does not fit the releases the earlier lines point to ({k.span(la.release.mask)}).", line=la.release.conflict, clip=False)
         j.mask = mask
         version = k.single(mask) if mask else None
         j.version_text = version or (k.span(mask) if mask and mask != k.all else None)
@@ -482,22 +182,22 @@ class Judge:
     def step_speculation(self, j: "Judging") -> None:
         """Is speculative decoding on at all?"""
         la = j.la
-        j.algos = {la.algorithm} if la.algorithm else la.algorithms
-        j.algos = j.algos or claims.requested_algorithms(self.k, la)  # issue-12 hook: the log's launch command
-        j.mask, j.version_text = claims.narrow_by_loop(self.k, la, j.mask, j.algos, j.version_text)  # issue-12 hook
-        j.spec_off = la.spec_off_line is not None or (la.decode_lines >= 2 and la.decode_with_accept == 0 and not j.algos)
-        if la.spec_off_line is not None:
-            j.add("DS102", "server_args shows speculative_algorithm=None: speculative decoding is off, so no speculative worker runs.", line=la.spec_off_line)
+        j.algos = {la.config.algorithm} if la.config.algorithm else la.config.algorithms
+        j.algos = j.algos or claims.requested_algorithms(self.k, la)  # nothing sglang wrote says: the pasted command
+        j.mask, j.version_text = claims.narrow_by_loop(self.k, la, j.mask, j.algos, j.version_text)  # the loop that ran
+        j.spec_off = la.config.spec_off_line is not None or (la.decoding.lines >= 2 and la.decoding.with_accept == 0 and not j.algos)
+        if la.config.spec_off_line is not None:
+            j.add("DS102", "server_args shows speculative_algorithm=None: speculative decoding is off, so no speculative worker runs.", line=la.config.spec_off_line)
         elif j.spec_off:
-            j.add("DS102", f"{la.decode_lines} 'Decode batch' lines carry no 'accept len': speculative decoding is off.", line=la.last_line, text=False)
-        elif la.decode_lines >= 2 and la.decode_with_accept == 0:
-            j.add("DS309", f"{la.decode_lines} 'Decode batch' lines carry no 'accept len'.")
+            j.add("DS102", f"{la.decoding.lines} 'Decode batch' lines carry no 'accept len': speculative decoding is off.", line=la.last_line, text=False)
+        elif la.decoding.lines >= 2 and la.decoding.with_accept == 0:
+            j.add("DS309", f"{la.decoding.lines} 'Decode batch' lines carry no 'accept len'.")
 
     def step_flag(self, j: "Judging") -> None:
         """Did sglang accept the feature's flag?"""
         la = j.la
-        if la.flag_rejected is not None:
-            j.add("DS101", f"sglang rejected {self.feature.flag.name}: this sglang does not have the patch to server_args.", line=la.flag_rejected, clip=False)
+        if la.life.flag_rejected is not None:
+            j.add("DS101", f"sglang rejected {self.feature.flag.name}: this sglang does not have the patch to server_args.", line=la.life.flag_rejected, clip=False)
 
     def step_worker(self, j: "Judging") -> None:
         """Which worker class runs, and is a patched class (or a subclass of one) among it?"""
@@ -509,9 +209,9 @@ class Judge:
             for p in self.patched:
                 if k.class_mask(p) and not (k.class_mask(p) & mask):
                     patched_absent.append(p)
-            if la.overlap is not None or j.algos:
-                seen = {o.id for o in la.warnings}
-                analysis = workers.analyze(k, mask, j.algos, la.overlap, la.multi_layer, self.patched,
+            if la.config.overlap is not None or j.algos:
+                seen = {o.id for o in la.config.warnings}
+                analysis = workers.analyze(k, mask, j.algos, la.config.overlap, la.config.multi_layer, self.patched,
                                            fits=lambda v, a: all(k.warning_fits(v, a, w) for w in seen),
                                            methods=self.patched_methods)
                 worker["candidates"] = sorted({c.cls for c in analysis.candidates})
@@ -528,7 +228,8 @@ class Judge:
                 worker.update({"class": classes[0] if len(classes) == 1 else None, "module": f"sglang.srt.speculative.{mods[0]}",
                                "basis": f"traceback frame in {mods[0]}.py at line {first.no or '?'}",
                                "candidates": classes})
-        analysis = j.analysis = claims.worker_from_frames(k, la, 0 if j.spec_off else mask, worker, analysis, self.patched)  # issue-12 hook
+        # frames are code that ran: they outweigh the dispatch tables
+        analysis = j.analysis = claims.worker_from_frames(k, la, 0 if j.spec_off else mask, worker, analysis, self.patched)
         for p in patched_absent:
             mod = k.module_of_class(p)
             j.add("DS202", f"{p} ({mod}.py) does not exist in sglang {j.version_text or k.span(mask)}; the patch cannot run.", line=la.first, text=False)
@@ -542,7 +243,7 @@ class Judge:
                 fix_parts.append("No setting runs it for " + ", ".join(exceptions) + ".")
             if worker["class"]:
                 fix_parts.append(f"Or port the patch to {worker['class']} ({worker['module'].rsplit('.', 1)[-1]}.py).")
-            ev = la.overlap_line or la.algorithm_line or la.first
+            ev = la.config.overlap_line or la.config.algorithm_line or la.first
             j.add("DS201",
                   f"this launch runs {running}{' (or a subclass)' if worker['class'] and len(worker['candidates']) > 1 else ''}, "
                   f"not {' / '.join(self.patched)}: the patch is dead code.",
@@ -553,11 +254,11 @@ class Judge:
     def step_settings(self, j: "Judging") -> None:
         """Settings that silently change the outcome."""
         la = j.la
-        if "SGLANG_ENABLE_SPEC_V2" in la.env_set:
-            line = la.env_set["SGLANG_ENABLE_SPEC_V2"]
-            if "spec-v2-env-removed" in {o.id for o in la.warnings}:
+        if "SGLANG_ENABLE_SPEC_V2" in la.config.env_set:
+            line = la.config.env_set["SGLANG_ENABLE_SPEC_V2"]
+            if "spec-v2-env-removed" in {o.id for o in la.config.warnings}:
                 j.add("DS104", "sglang logged that SGLANG_ENABLE_SPEC_V2 has been removed; it changes nothing here.", line=line)
-        for o in la.warnings:
+        for o in la.config.warnings:
             if o.id == "spec-v1-used" and "topk" in (o.data.get("reason") or ""):
                 j.add("DS106", "sglang fell back to the V1 worker because speculative_eagle_topk > 1.", line=o.line)
             if o.id == "spec-v2-topk-error":
@@ -572,7 +273,7 @@ class Judge:
         running = " / ".join(sorted({c.cls for c in a.method_blocked}))
         j.add("DS211", f"this launch runs {running}: {by}.{method} does not call {patched}.{method} "
                        f"(sglang {j.version_text or self.k.span(j.mask)}), so the patch in it never runs.",
-              line=j.la.overlap_line or j.la.algorithm_line or j.la.first,
+              line=j.la.config.overlap_line or j.la.config.algorithm_line or j.la.first,
               fix=f"Put the patch in {by}.{method} (or in a method {by} does call).")
 
     def step_feature_dead(self, j: "Judging") -> None:
@@ -590,10 +291,10 @@ class Judge:
             marker.update(found=True, line=m0.line.no or None, text=m0.line.text, fields=m0.data,
                           ranks=sorted({o.line.rank_label for o in la.markers if o.line.rank_label}))
             j.add("DS302", f"marker logged by this launch ({len(la.markers)} time(s)).", line=m0.line, clip=False)
-            if la.tp_size and la.tp_size > 1 and marker["ranks"] and len(marker["ranks"]) < la.tp_size and la.ready:
-                j.add("DS306", f"marker seen on {len(marker['ranks'])} of {la.tp_size} TP ranks ({', '.join(marker['ranks'])}).")
-        elif self.earlier_markers:
-            o = self.earlier_markers[-1]
+            if la.config.tp_size and la.config.tp_size > 1 and marker["ranks"] and len(marker["ranks"]) < la.config.tp_size and la.life.ready:
+                j.add("DS306", f"marker seen on {len(marker['ranks'])} of {la.config.tp_size} TP ranks ({', '.join(marker['ranks'])}).")
+        elif self.reader.earlier_markers:
+            o = self.reader.earlier_markers[-1]
             j.add("DS305", f"the marker was logged by an earlier launch (line {o.line.no}), not by launch {la.index}.", line=o.line, clip=False)
 
     def step_probe(self, j: "Judging") -> None:
@@ -608,7 +309,7 @@ class Judge:
         every Decode batch line at a running batch where speculation should be on (at or below the
         marker's threshold, for a feature that promises speculation there; every batch otherwise)."""
         la, f = j.la, self.feature
-        if not la.markers or not la.accept_by_batch:
+        if not la.markers or not la.decoding.accept_by_batch:
             return
         th = None
         if f.threshold is not None:
@@ -618,7 +319,7 @@ class Judge:
                 th = None
         if th is not None and not f.expect.speculate_at_or_below_threshold:
             return  # no promise of speculation anywhere
-        on = {b: v for b, v in la.accept_by_batch.items() if th is None or b <= th}
+        on = {b: v for b, v in la.decoding.accept_by_batch.items() if th is None or b <= th}
         lines = sum(n for n, _ in on.values())
         top = max((m for _, m in on.values()), default=0.0)
         if lines >= INEFFECTIVE_LINES and top <= 1 + ACCEPT_EPS:
@@ -630,15 +331,15 @@ class Judge:
     def step_ready(self, j: "Judging") -> None:
         """A ready server that never logged the marker ran other code."""
         la = j.la
-        if la.ready and not la.markers and not j.spec_off and la.flag_rejected is None:
-            j.add("DS301", "the server is ready and the marker was never logged.", line=la.ready, clip=False)
+        if la.life.ready and not la.markers and not j.spec_off and la.life.flag_rejected is None:
+            j.add("DS301", "the server is ready and the marker was never logged.", line=la.life.ready, clip=False)
 
     def step_crash(self, j: "Judging", *, at_eof: bool, quiet_for: float) -> None:
         """A crash counts once it is final: a decisive line, the end of the file, or a quiet log."""
         la = j.la
-        claims.close_open_traceback(la, at_eof=at_eof, quiet_for=quiet_for)  # issue-12 hook
-        if la.crash and not la.progress_after_crash:
-            c = la.crash
+        la.life.close_open_traceback(la.ev.trouble_line, at_eof=at_eof, quiet_for=quiet_for)
+        if la.life.crash and not la.life.progress_after_crash:
+            c = la.life.crash
             j.crash = {"exception": c.exception, "message": c.message[:500], "line": c.line.no or None,
                        "text": c.line.text[:500]}
             if c.decisive or at_eof or quiet_for >= 1.0:
@@ -679,8 +380,8 @@ class Judge:
             return True
         if v.verdict in ("live", "ineffective"):  # ineffective: live code that accepts nothing
             la = self.launches[-1]
-            if la.tp_size and la.tp_size > 1 and len(v.marker["ranks"]) < la.tp_size and v.marker["ranks"]:
-                return la.ready is not None
+            if la.config.tp_size and la.config.tp_size > 1 and len(v.marker["ranks"]) < la.config.tp_size and v.marker["ranks"]:
+                return la.life.ready is not None
             return True
         return False
 
@@ -696,7 +397,7 @@ class Judge:
         if pr.unpatched_worker is not None:
             w, line = pr.unpatched_worker
             findings.append(Finding("DS310", f"process reported {w.get('class')} ({w.get('module')}); MRO {' > '.join(w.get('mro') or [])} holds no patched class.",
-                                    line=line.no or None, text=_clip(line.text)))
+                                    line=line.no or None, text=clip_text(line.text)))
             worker.update({"class": (w.get("class") or "").rsplit(".", 1)[-1] or worker["class"], "module": w.get("module"),
                            "basis": "probe: the server's own process"})
         elif any(r["worker"] for r in ranks):
@@ -706,15 +407,15 @@ class Judge:
         if pr.other_file is not None:
             t, line = pr.other_file
             findings.append(Finding("DS311", f"target {t.get('function') or t.get('target')}: patch in {t.get('file')}, module loaded from {t.get('module_file')}.",
-                                    line=line.no or None, text=_clip(line.text)))
+                                    line=line.no or None, text=clip_text(line.text)))
         scheds = [r for r in ranks if r["role"] == "scheduler" or r["worker"]]
         without = [r for r in scheds if not r["hits"]]
         proven = bool(pr.instrumented and scheds and not without) or (not pr.instrumented and bool(la.markers))
-        if not pr.instrumented and (pr.errors or la.ready is not None or la.markers) and forced_verdict(findings, "log") != "dead":
+        if not pr.instrumented and (pr.errors or la.life.ready is not None or la.markers) and forced_verdict(findings, "log") != "dead":
             # Not news on a dead path (nothing patched is loaded) or before the worker was built
             # (a launch that crashed in weight loading never imported the patched module).
             findings.append(Finding("DS313", f"no patched target was instrumented ({pr.errors} probe error line(s)); the marker decides."))
-        elif without and la.ready is not None:
+        elif without and la.life.ready is not None:
             findings.append(Finding("DS312", "no execution of the patched code on " + ", ".join(
                 f"pid {r['pid']}" + (f" rank {r['rank']}" if r["rank"] else "") for r in without) + "."))
         return {"proven": proven, "version": pr.version, "ranks": ranks, "instrumented": pr.instrumented, "errors": pr.errors}
@@ -722,27 +423,15 @@ class Judge:
     def _basis(self, la: Launch, mask: int, a: workers.WorkerAnalysis) -> str:
         k = self.k
         parts = []
-        if la.overlap_line is not None:
-            src = "server_args" if la.overlap_line is la.dump_line else f"'{la.overlap_line.msg.strip()[:90]}'"
-            parts.append(f"overlap scheduler {'on' if la.overlap else 'off'} per line {la.overlap_line.no} ({src})")
-        if la.algorithm:
-            parts.append(f"algorithm {la.algorithm}")
+        if la.config.overlap_line is not None:
+            src = "server_args" if la.config.overlap_line is la.config.dump_line else f"'{la.config.overlap_line.msg.strip()[:90]}'"
+            parts.append(f"overlap scheduler {'on' if la.config.overlap else 'off'} per line {la.config.overlap_line.no} ({src})")
+        if la.config.algorithm:
+            parts.append(f"algorithm {la.config.algorithm}")
         parts.append(f"sglang {k.span(mask)} dispatch (configs/sglang/dispatch.toml)")
         if a.display_note:
             parts.append(a.display_note)
         return "; ".join(parts)
-
-    def _setting_findings(self, la: Launch, mask: int, findings: list[Finding]) -> None:
-        if "SGLANG_ENABLE_SPEC_V2" in la.env_set:
-            line = la.env_set["SGLANG_ENABLE_SPEC_V2"]
-            w_ids = {o.id for o in la.warnings}
-            if "spec-v2-env-removed" in w_ids:
-                findings.append(Finding("DS104", "sglang logged that SGLANG_ENABLE_SPEC_V2 has been removed; it changes nothing here.", line=line.no or None, text=_clip(line.text)))
-        for o in la.warnings:
-            if o.id == "spec-v1-used" and "topk" in (o.data.get("reason") or ""):
-                findings.append(Finding("DS106", "sglang fell back to the V1 worker because speculative_eagle_topk > 1.", line=o.line.no or None, text=_clip(o.line.text)))
-            if o.id == "spec-v2-topk-error":
-                findings.append(Finding("DS107", "argument resolution raised: spec v2 supports only topk = 1 on this release.", line=o.line.no or None, text=_clip(o.line.text)))
 
     def _threshold(self, la: Launch, marker: dict, findings: list[Finding]) -> None:
         th = self.feature.threshold
@@ -750,29 +439,29 @@ class Judge:
             return
         value = marker["fields"].get(th.field) if marker["found"] else None
         if value is None:
-            value = la.dump.get(th.arg)
+            value = la.config.dump.get(th.arg)
         try:
             value = int(value) if value is not None else None
         except (TypeError, ValueError):
             value = None
-        if value is None or la.max_running is None:
+        if value is None or la.config.max_running is None:
             return
-        if value >= la.max_running:
-            where = la.max_running_line
+        if value >= la.config.max_running:
+            where = la.config.max_running_line
             how = "reset by speculative decoding because --max-running-requests was not given" if where is not None and "reset to" in where.msg else "effective"
             findings.append(Finding(
                 "DS103",
-                f"threshold={value} but max_running_requests={la.max_running} ({how}): the running batch can never exceed the threshold, so the disable branch never runs.",
-                line=where.no if where is not None and where.no else None, text=_clip(where.text) if where is not None else None,
-                params={"suggest": max(value * 2, value + 1), "threshold": value, "max_running": la.max_running}))
+                f"threshold={value} but max_running_requests={la.config.max_running} ({how}): the running batch can never exceed the threshold, so the disable branch never runs.",
+                line=where.no if where is not None and where.no else None, text=clip_text(where.text) if where is not None else None,
+                params={"suggest": max(value * 2, value + 1), "threshold": value, "max_running": la.config.max_running}))
 
-    def _empty(self) -> Verdict:
-        missing = ["any sglang server line" if self.text_lines else "any log line"]
+    def _empty(self, text_lines: int) -> Verdict:
+        missing = ["any sglang server line" if text_lines else "any log line"]
         return Verdict("inconclusive", self.feature.name, self.pinned, None, None,
                        {"class": None, "module": None, "basis": None, "candidates": []}, False, False, None,
                        {"found": False, "line": None, "text": None, "fields": {}, "ranks": []},
-                       [Finding("DS304", empty_message(self.text_lines, "an sglang server"))], {"index": 0, "of": 0}, missing,
-                       claims=claims.empty())  # issue-12 hook
+                       [Finding("DS304", empty_message(text_lines, "an sglang server"))], {"index": 0, "of": 0}, missing,
+                       claims=claims.empty())
 
 
 def empty_message(text_lines: int, engine: str) -> str:
@@ -783,7 +472,7 @@ def empty_message(text_lines: int, engine: str) -> str:
     return f"{which} from {engine} (another program's output, or the server has not written its first line yet)."
 
 
-def _clip(text: str, n: int = 300) -> str:
+def clip_text(text: str, n: int = 300) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 

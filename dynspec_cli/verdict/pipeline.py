@@ -73,8 +73,7 @@ class Pipeline:
 
     # --- verdicts out ---------------------------------------------------------------------
     def verdict(self, *, at_eof: bool = True, quiet_for: float = 0.0) -> Verdict:
-        self.judge.text_lines = self.feeder.text_lines  # (what a log without one server line says)
-        return self.judge.verdict(at_eof=at_eof, quiet_for=quiet_for)
+        return self.judge.verdict(at_eof=at_eof, quiet_for=quiet_for, text_lines=self.feeder.text_lines)
 
     def decided(self, v: Verdict) -> bool:
         return self.judge.decided(v)
@@ -259,7 +258,7 @@ def _judge_big_file(fh: BinaryIO, size: int, p: Pipeline) -> Verdict:
         feeder.feed(chunk)
         pos += len(chunk)
         la = judge.launches[-1] if judge.launches else None
-        if la is not None and la.ready is not None and la.decode_lines >= bigfile.STEADY_DECODE_LINES:
+        if la is not None and la.steady(bigfile.STEADY_DECODE_LINES):
             break
     tail = bigfile.line_start_after(fh, max(pos, size - bigfile.TAIL))
     skipped = 0

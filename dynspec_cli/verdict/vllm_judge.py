@@ -13,7 +13,7 @@ from dynspec_cli.knowledge.features import Feature
 from dynspec_cli.knowledge.findings import Finding, doc
 from dynspec_cli.knowledge.vllm import VllmKnowledge
 from dynspec_cli.verdict import claims as claim_rules
-from dynspec_cli.verdict.judge import Verdict, _clip
+from dynspec_cli.verdict.judge import Verdict, clip_text
 
 _V1_PATH = ("/vllm/v1/spec_decode/", "/vllm/v1/worker/gpu_model_runner.py")
 _V2_PATH = ("/vllm/v1/worker/gpu/",)
@@ -59,9 +59,9 @@ class VllmLaunch:
     phase: str = "args"
     last_line: Optional[Line] = None
 
-    @property
-    def decode_lines(self) -> int:  # the pipeline's big-file reader asks how far serving got
-        return self.metrics
+    def steady(self, metrics_lines: int) -> bool:
+        """Ready and serving: the big-file reader may jump to the file's tail."""
+        return self.ready is not None and self.metrics >= metrics_lines
 
 
 class VllmVerdict(Verdict):
@@ -85,7 +85,6 @@ class VllmJudge:
         self.pinned = engine_version
         self.launches: list[VllmLaunch] = []
         self.earlier_markers: list[Observation] = []
-        self.text_lines = 0  # lines read that are not blank (Pipeline sets it)
         # which runner each patched location belongs to (the feature names vLLM files)
         self.patched_runners = {r for r in (self.k.runner_of_module(p.module) for p in self.patch) if r}
         for c in patched_classes or []:
@@ -241,7 +240,7 @@ class VllmJudge:
             la.gen_stats += 1
 
     # --- judging ------------------------------------------------------------------------------
-    def verdict(self, *, at_eof: bool = True, quiet_for: float = 0.0) -> Verdict:
+    def verdict(self, *, at_eof: bool = True, quiet_for: float = 0.0, text_lines: int = 0) -> Verdict:
         la = self.launches[-1] if self.launches else None
         empty_marker = {"found": False, "line": None, "text": None, "fields": {}, "ranks": []}
         worker = {"class": None, "module": None, "basis": None, "candidates": []}
@@ -249,8 +248,8 @@ class VllmJudge:
             from dynspec_cli.verdict.judge import empty_message
 
             return self._make("inconclusive", None, None, worker, empty_marker,
-                              [Finding("DS304", empty_message(self.text_lines, "a vLLM server"))],
-                              ["any vLLM server line" if self.text_lines else "any log line"], None, None,
+                              [Finding("DS304", empty_message(text_lines, "a vLLM server"))],
+                              ["any vLLM server line" if text_lines else "any log line"], None, None,
                               {"index": 0, "of": 0})
         k = self.k
         findings: list[Finding] = []
@@ -259,12 +258,12 @@ class VllmJudge:
         known = k.known(version) if version else False
         if version and not known:
             findings.append(Finding("DS606", f"vllm {version} is not in configs/vllm/releases.toml ({k.releases[0]} – {k.releases[-1]}).",
-                                    line=_no(la.version_line), text=_clip(la.version_line.text) if la.version_line else None))
+                                    line=_no(la.version_line), text=clip_text(la.version_line.text) if la.version_line else None))
         spec = la.speculative
         method, method_line, method_basis = self._method(la)
         if spec is None:
             findings.append(Finding("DS602", "the engine config shows speculative_config=None: no proposer runs.",
-                                    line=_no(la.config_line), text=_clip(la.config_line.text)))
+                                    line=_no(la.config_line), text=clip_text(la.config_line.text)))
         # Which runner.
         runner, basis = la.runner, la.runner_basis
         if runner is None and known:
@@ -298,19 +297,19 @@ class VllmJudge:
                 "DS601", f"this launch runs the {runner.upper()} model runner"
                 + (f" ({worker['class']}, {worker['module']})" if worker["class"] else "")
                 + f"; the patch is in the {'/'.join(sorted(r.upper() for r in self.patched_runners))} runner's "
-                + f"{'/'.join(self.patched)}: dead code.", line=_no(ev), text=_clip(ev.text), fix=fix))
+                + f"{'/'.join(self.patched)}: dead code.", line=_no(ev), text=clip_text(ev.text), fix=fix))
         if la.fallback is not None and la.fallback.id.startswith("v2-needs-triton"):
-            findings.append(Finding("DS607", "V2 needs Triton; vLLM runs V1.", line=_no(la.fallback.line), text=_clip(la.fallback.line.text)))
+            findings.append(Finding("DS607", "V2 needs Triton; vLLM runs V1.", line=_no(la.fallback.line), text=clip_text(la.fallback.line.text)))
         # Knobs this release ignores or rejects.
         if known and la.spec_args:
             for issue in k.knob_issues(version, la.spec_args, {"data_parallel_size": la.dp_size}):
                 if issue.status in ("dead", "rejected"):
                     findings.append(Finding("DS603", f"speculative_config.{issue.key} on vllm {version}: {issue.status}. {issue.note}",
-                                            line=_no(la.args_line), text=_clip(la.args_line.text) if la.args_line else None))
+                                            line=_no(la.args_line), text=clip_text(la.args_line.text) if la.args_line else None))
         if la.dynamic_off is not None:
             why = "the method is not supported on Model Runner V1" if "Model Runner V1" in la.dynamic_off.msg else "data_parallel_size > 1"
             findings.append(Finding("DS604", f"dynamic speculation (num_speculative_tokens_per_batch_size) was switched off: {why}.",
-                                    line=_no(la.dynamic_off), text=_clip(la.dynamic_off.text)))
+                                    line=_no(la.dynamic_off), text=clip_text(la.dynamic_off.text)))
         if spec not in (None, "unknown") and la.gen_stats >= 2 and la.metrics == 0:
             findings.append(Finding("DS605", f"{la.gen_stats} engine stats lines show generation, none a SpecDecoding metrics line."))
         # The marker.
@@ -335,7 +334,7 @@ class VllmJudge:
             crash = {"exception": exc, "message": message[:500], "line": _no(line), "text": line.text[:500]}
             if at_eof or quiet_for >= 1.0 or exc in ("EngineCoreDied",):
                 crashed = True
-                findings.append(Finding("DS303", f"{exc}: {message[:300]}".rstrip(": "), line=_no(line), text=_clip(line.text)))
+                findings.append(Finding("DS303", f"{exc}: {message[:300]}".rstrip(": "), line=_no(line), text=clip_text(line.text)))
         # the verdict policy is configs/findings.toml's (`verdict.log`), as for sglang
         dead = any(doc(f.code).verdict.get("log") == "dead" for f in findings)
         if dead:
