@@ -151,10 +151,15 @@ def preflight_lines(r: dict[str, Any]) -> list[Line]:
     out.append(_fact("overlap scheduler", "unknown" if ov is None else ("on" if ov else "off")))
     if r.get("environment"):
         out.append(_fact("environment", environment_text(r["environment"])))
+    if r.get("plugin"):
+        pl = r["plugin"]
+        out.append(_fact("plugin", f"{pl['entry_point']} ({pl['group']}) from {pl.get('loaded') or 'no distribution'}"))
+        out.append(["      ", (f"{pl['hook'].upper()} hook on {pl['target']} ({pl.get('target_kind')}); "
+                               f"loads plugins: {pl.get('processes') or 'unknown'}", "dim")])
     for p in r["patched"] or []:
-        out.append(_fact("patch", f"{p.get('class') or '?'}.{p.get('function') or '?'} at {p.get('file')}:{p.get('line')}"))
+        out.append(_fact("patch", f"{p['class'] + '.' if p.get('class') else ''}{p.get('function') or '?'} at {p.get('file')}:{p.get('line')}"))
     if not r["patched"]:
-        out.append(_fact("patch", "not found in this install"))
+        out.append(_fact("patch", "not found in the plugin code sglang loads" if r.get("plugin") else "not found in this install"))
     if r["findings"]:
         out.append([])
     for f in r["findings"]:

@@ -15,7 +15,7 @@ from dynspec_cli.verdict import acceptance
 from dynspec_cli.knowledge.features import Feature
 from dynspec_cli.knowledge.findings import Finding, forced_verdict
 from dynspec_cli.knowledge.sglang import V2_SWITCH_ENV, Knowledge, knowledge
-from dynspec_cli.verdict import flagvalues, support, workers
+from dynspec_cli.verdict import flagvalues, plugins, support, workers
 from dynspec_cli.verdict.codes import EXIT
 
 
@@ -29,6 +29,9 @@ def inspect(host, python: str, feature: Feature, flags: list[str], env: dict[str
     args = {"marker_literal": feature.marker.literal, "marker_pattern": feature.marker.pattern,
             "flag": feature.flag.name if feature.flag else None, "flags": flags, "env": env, "dynamic": dynamic,
             "env_vars": knowledge().env_switches}
+    if feature.plugin is not None:  # the plugin's entry point, allow-list and target are looked up too
+        args["plugin"] = plugins.inspector_input(feature, knowledge())
+        args["env_vars"] = [*args["env_vars"], *plugins.env_vars(knowledge())]
     if patch_diff is not None:
         args["patch_diff"] = patch_diff
     if sglang_path:
@@ -59,6 +62,8 @@ def judge(facts: dict[str, Any], feature: Feature, flags: list[str], env: dict[s
     env, environment = _environment(facts, env, base)
     result = _judge(facts, feature, flags, env, patched, k, _EnvFix(environment, exportable))
     result["environment"] = environment
+    if feature.plugin is not None:
+        result["plugin"] = plugins.summary(facts, feature)
     return result
 
 
@@ -109,7 +114,12 @@ def _judge(facts, feature, flags, env, patched, k, env_fix) -> dict[str, Any]:
         patched_out.append({"file": h.get("file"), "class": h.get("class"), "function": h.get("function"),
                             "line": h.get("line"), "bases": h.get("bases")})
     other = (facts.get("marker") or {}).get("hits_in_other_installs") or []
-    if not patched_out and other:
+    hooked, hooked_methods = [], {}
+    if feature.plugin is not None:  # the patch is the plugin's code, not sglang's files
+        found, patched_out = plugins.findings(facts, feature, version, k)
+        findings += found
+        hooked, hooked_methods = plugins.target_classes(facts, k)
+    elif not patched_out and other:
         findings.append(Finding("DS208", f"the marker is in {other[0].get('file')}, not under {sg.get('package_dir')}."))
     elif not patched_out and not (facts.get("diff") or {}).get("given"):
         findings.append(Finding("DS204", f"no file under {sg.get('package_dir')}/srt holds {feature.marker.literal!r}."))
@@ -134,7 +144,7 @@ def _judge(facts, feature, flags, env, patched, k, env_fix) -> dict[str, Any]:
         findings.append(Finding("DS110", message))
     # Which worker, by the tables (static route).
     fv = flag_values(flags)
-    classes = list(patched or feature.runs_in)
+    classes = list(patched or hooked or feature.runs_in)
     if not classes:
         classes = [p["class"] for p in patched_out if p.get("class")] or [p.cls for p in feature.patch]
     classes = list(dict.fromkeys(classes))
@@ -187,17 +197,25 @@ def _judge(facts, feature, flags, env, patched, k, env_fix) -> dict[str, Any]:
                 absent = []  # (runs_in names alternatives: one of them existing is enough)
             for c in absent:
                 findings.append(Finding("DS202", f"{c} does not exist in sglang {version}."))
-            if not any(c in mro for c in classes):
+            if (classes or feature.plugin is None) and not any(c in mro for c in classes):
                 steps, exceptions = workers.how_to_run(k, mask, [algo], classes, env_step=env_fix)
                 fix = []
                 if steps:
                     fix.append(f"To run {'/'.join(classes)} on sglang {version}: " + "; ".join(steps) + ".")
                 if exceptions:
                     fix.append("No setting runs it for " + ", ".join(exceptions) + ".")
-                fix.append(f"Or port the patch to {choice.cls} ({choice.module}.py).")
-                findings.append(Finding("DS201", f"sglang {version} will run {choice.cls}, not {'/'.join(classes)}.", fix=" ".join(fix)))
+                if feature.plugin is not None:
+                    attr = hooked_methods.get(classes[0])
+                    fix.append(f"Or hook {choice.cls}{'.' + attr if attr else ''} instead (target = "
+                               f"\"sglang.srt.speculative.{choice.module}.{choice.cls}{'.' + attr if attr else ''}\").")
+                    findings.append(Finding("DS201", f"sglang {version} will run {choice.cls}, not {'/'.join(classes)}: "
+                                                     f"the {feature.plugin.hook.upper()} hook on {feature.plugin.target} never runs.",
+                                            fix=" ".join(fix)))
+                else:
+                    fix.append(f"Or port the patch to {choice.cls} ({choice.module}.py).")
+                    findings.append(Finding("DS201", f"sglang {version} will run {choice.cls}, not {'/'.join(classes)}.", fix=" ".join(fix)))
             elif not feature.runs_in:  # (a runs_in class runs the feature from its own code)
-                findings += method_findings(k, version, choice.cls, classes, patched_out, feature)
+                findings += method_findings(k, version, choice.cls, classes, patched_out, feature, hooked_methods)
         findings += support.predict(k, feature, version, fv, algo, overlap)
         # Threshold reachability.
         th = _int(fv.get(feature.flag.name)) if feature.flag else None
@@ -230,15 +248,21 @@ def _judge(facts, feature, flags, env, patched, k, env_fix) -> dict[str, Any]:
 
 
 def method_findings(k: Knowledge, version: str, running: str, classes: list[str], patched_out: list[dict],
-                    feature: Feature) -> list[Finding]:
+                    feature: Feature, hooked: Optional[dict[str, str]] = None) -> list[Finding]:
     """DS211 when the patched class is in the MRO but an override skips the patched method (the
-    method is where the marker was found, else the feature's usual location)."""
+    method is where the marker was found, else the feature's usual location; for a plugin, the
+    method its hook wraps: a hook on Base.method runs only when Base.method is called)."""
     methods = {p.cls: p.function for p in feature.patch}
     methods.update({p["class"]: p["function"] for p in patched_out if p.get("class") and p.get("function")})
+    methods.update(hooked or {})
     b = workers.method_blocked(k, running, k.mask_of(version), classes, methods)
     if b is None:
         return []
     patched, method, by = b
+    if feature.plugin is not None:
+        return [Finding("DS211", f"sglang {version} will run {running}, whose {by}.{method} does not call {patched}.{method}: "
+                                 f"the {feature.plugin.hook.upper()} hook on {feature.plugin.target} never runs.",
+                        fix=f"Hook {by}.{method} instead (or a method {by} does call).")]
     return [Finding("DS211", f"sglang {version} will run {running}, whose {by}.{method} does not call {patched}.{method}: the patch in it never runs.",
                     fix=f"Put the patch in {by}.{method} (or in a method {by} does call).")]
 
@@ -267,7 +291,7 @@ def _result(verdict, facts, version, worker, patched, overlap, findings) -> dict
         "findings": [f.to_json() for f in findings],
         "timings": facts.get("timings"),
         # the same keys in every document (cli/preflight.py fills them for a patch that was found)
-        "environment": None, "probe_command": None, "probe_command_needs": None, "probe_dir": None, "probe_copy": None,
+        "environment": None, "probe_command": None, "probe_command_needs": None, "probe_dir": None, "probe_copy": None, "plugin": None,
     }
 
 

@@ -24,6 +24,8 @@ Input: one JSON object on stdin (never on a command line: env values may be secr
     list_flags       bool  include every accepted option string in the output (default false)
     hide_accelerators bool dynamic route: CUDA_VISIBLE_DEVICES etc. set to "" so no GPU is touched (default true)
     default_device   str|null  dynamic route: --device added when flags have none (default "cuda")
+    plugin           {entry_point, group, allow_env, platform_group, platform_env, target,
+                      framework_module, processes [{name, module, function}]} | null: the patch is a plugin
 
 Output (``schema`` = "dynspec-inspector/1"); paths are absolute, lines 1-based::
 
@@ -64,5 +66,12 @@ Output (``schema`` = "dynspec-inspector/1"); paths are absolute, lines 1-based::
                module, file, line, bases_as_written[], bases[], methods[], resolved}, method}},
                log[] {logger, level, message, file, line}, python_warnings[], stderr, notes[],
                error {stage: import|resolve|worker, type, message, traceback, exit_code}}
+    plugin     null, or {entry_point, group, framework {module, file|null}, discovery {candidates[]
+               {distribution, version, metadata, kind: dist-info|egg-info, value, module, attr,
+               module_file, attr_found, files[], marker_hits[], seen_by_engine}, loaded (index of the
+               one the engine keeps), visible, other_names[]}, allow {env, value, names[]|null, allowed,
+               platform {env, value, excluded}|null}, target {target, module, module_file, kind:
+               module|function|class|method|missing|unknown, class, class_module, attr, defined_in,
+               line, missing}, processes[] {name, module, function, file, found, loads, line}}
     timings    seconds since start, per stage
 """

@@ -14,14 +14,16 @@ from .flags import collect_flags, flag_status, value_spec
 from .envvars import env_defaults
 from .dynamic import dynamic_route
 from .draft import read_draft
+from .plugins import plugin_report
 
 
 _INPUT_TYPES = {
     "marker_literal": (str,), "marker_pattern": (str, type(None)), "flag": (str, type(None)),
     "patch_diff": (str, type(None)), "flags": (list,), "env": (dict,), "dynamic": (bool,),
     "sglang_path": (str, type(None)), "env_vars": (list,), "list_flags": (bool,),
-    "hide_accelerators": (bool,), "default_device": (str, type(None)),
+    "hide_accelerators": (bool,), "default_device": (str, type(None)), "plugin": (dict, type(None)),
 }
+_PLUGIN_KEYS = ("entry_point", "group", "allow_env", "target", "framework_module", "processes")
 
 
 class InputError(ValueError):
@@ -40,7 +42,7 @@ def parse_input(raw):
         raise InputError("input must be a JSON object, got %s" % type(args).__name__)
     full = {"marker_literal": None, "marker_pattern": None, "flag": None, "patch_diff": None, "flags": [],
             "env": {}, "dynamic": False, "sglang_path": None, "env_vars": ["SGLANG_ENABLE_SPEC_V2"],
-            "list_flags": False, "hide_accelerators": True, "default_device": "cuda"}
+            "list_flags": False, "hide_accelerators": True, "default_device": "cuda", "plugin": None}
     unknown = sorted(set(args) - set(full))
     full.update(args)
     for k, types_ in _INPUT_TYPES.items():
@@ -48,6 +50,9 @@ def parse_input(raw):
             raise InputError("marker_literal is required")
         if not isinstance(full[k], types_):
             raise InputError("%s must be %s, got %s" % (k, "/".join(t.__name__ for t in types_), type(full[k]).__name__))
+    missing = [k for k in _PLUGIN_KEYS if full["plugin"] is not None and k not in full["plugin"]]
+    if missing:
+        raise InputError("plugin lacks %s" % ", ".join(missing))
     if not full["marker_literal"]:
         raise InputError("marker_literal must not be empty")
     if not all(isinstance(x, str) for x in full["flags"]) or not all(isinstance(x, str) for x in full["env_vars"]):
@@ -98,6 +103,9 @@ def inspect(args, result):
         marker["hits_in_other_installs"] = elsewhere
     result["marker"] = marker
     timings["marker"] = _rel_time()
+    if args["plugin"]:
+        result["plugin"] = plugin_report(args["plugin"], pkg_dir, args["marker_literal"], pattern)
+        timings["plugin"] = _rel_time()
 
     srt_prefix = os.path.join(pkg_dir, "srt") + os.sep
     srt_sizes = dict((f, n) for f, n in sizes.items() if f.startswith(srt_prefix))
@@ -188,7 +196,7 @@ def main(raw=None):
                    "base_prefix": getattr(sys, "base_prefix", sys.prefix),
                    "in_venv": getattr(sys, "base_prefix", sys.prefix) != sys.prefix, "cwd": os.getcwd()},
         "input": None, "sglang": None, "marker": None, "diff": None, "files": [], "flags": None,
-        "env_defaults": None, "environ": None, "dynamic": None, "timings": {},
+        "env_defaults": None, "environ": None, "dynamic": None, "plugin": None, "timings": {},
     }
     try:
         args, unknown = parse_input(sys.stdin.buffer.read() if raw is None else raw)
