@@ -54,7 +54,7 @@ def launch(profile: str, *, host: Optional[str], env, set_, name: Optional[str],
             job = S.prepare(login, sp, feature, probe=not no_probe, preflight=not no_preflight)
             if dry_run:
                 sys.stdout.write(f"# {job.jobdir}/job.sbatch\n{job.batch}\n# {job.jobdir}/node.sh (every task)\n"
-                                 f"{job.node_sh}# {job.jobdir}/env (mode 0600; secrets shown as ***)\n"
+                                 f"{job.node_sh}# the job's environment, given to sbatch on its stdin (secrets shown as ***)\n"
                                  f"{job.env_shown}")
                 return 0
             rec, guard, interrupted = S.launch(login, sp, feature, job)

@@ -11,9 +11,10 @@ The job (rendered by `render`, shown by `launch --dry-run`):
     preflight with the server's python (a dead preflight ends the task, so the job, with the report
     in the job's log), then starts the server with `--nnodes/--node-rank/--dist-init-addr` and the
     probe's environment, its output appended to that node's log (one log per node);
-  * `env` (mode 0600), sourced by node.sh, holds the profile's [env] and secret flags' values: no
-    secret is on a command line (preflight takes `--env NAME` from its environment), in node.sh
-    or in the run record.
+  * the profile's [env] and secret flags' values reach the nodes in the job's environment: the
+    submitting shell reads them from its stdin and exports them to `sbatch --export=ALL`, which
+    keeps them with the job (a requeue gets them again). No secret is on a command line (preflight
+    takes `--env NAME` from its environment), in a file of the job dir, or in the run record.
 
 Logs and the job's files live under the login host's home (`~/.dynspec/slurm/<name>-<time>/`), so
 they must be on the filesystem the nodes share with the login host, as on every Slurm cluster:
@@ -91,7 +92,7 @@ class SlurmSpec(msgspec.Struct, forbid_unknown_fields=True, rename="kebab"):
             if not opt.startswith("--") or "\n" in opt:
                 raise ValueError(f"extra: {opt!r}: give each sbatch option as one '--name=value' string")
             if opt.split("=", 1)[0] in ("--nodes", "-N", "--ntasks-per-node", "--output", "--job-name", "--parsable",
-                                        "--open-mode"):
+                                        "--open-mode", "--export"):
                 raise ValueError(f"extra: {opt!r} is set by dynspec (use the [slurm] keys)")
         if not 0 <= self.dist_init_port <= 65535:
             raise ValueError(f"dist-init-port = {self.dist_init_port}: not a TCP port")
@@ -175,7 +176,7 @@ class Job:
     jobdir: str
     batch: str
     node_sh: str
-    env_file: str  # secrets: written mode 0600, sourced by node.sh
+    env_file: str  # secrets: `export` lines for sbatch's shell, sent on its stdin, never written
     env_shown: str  # the same with the secrets masked (--dry-run)
     logs: list[str]
     offsets: list[int]
@@ -245,14 +246,14 @@ def render(login: Host, sp: SlurmProfile, feature, *, jobdir: str, probe_env: di
     ]
     batch = "\n".join(lines)
 
-    # secrets (the profile's [env], secret flags' values) live in the job's `env` file (mode 0600),
-    # which node.sh sources: never on a command line, never in node.sh or the run record
+    # secrets (the profile's [env], secret flags' values) travel in the job's environment (sbatch's
+    # shell reads them from stdin): never on a command line, never in a file of the job dir
     argv_vars, flag_values = split_secrets(argv, lambda i: f"@SECRET{i}@")
 
     def env_lines(env: dict[str, str], values: list[str]) -> str:
-        return "\n".join(["# read by node.sh: the profile's [env] and the server's secret flag values (mode 0600)"]
+        return "\n".join(["# the job's environment: the profile's [env] and the server's secret flag values"]
                          + [f"export {k}={q(v)}" for k, v in env.items()]
-                         + [f"DYNSPEC_SECRET{i}={q(v)}" for i, v in enumerate(values, 1)]) + "\n"
+                         + [f"export DYNSPEC_SECRET{i}={q(v)}" for i, v in enumerate(values, 1)]) + "\n"
 
     def shell_words(words: list[str]) -> str:
         text = " ".join(q(x) for x in words).replace(q("@RANK@"), '"$RANK"').replace(
@@ -266,7 +267,6 @@ def render(login: Host, sp: SlurmProfile, feature, *, jobdir: str, probe_env: di
     node = ["#!/bin/bash",
             "# one task per node: its rank comes from this task's own SLURM_NODEID",
             "set -u",
-            f". {q(jobdir + '/env')} || exit 1",
             'RANK="$SLURM_NODEID"',
             "LOGS=(" + " ".join(q(x) for x in logs) + ")",
             'LOG="${LOGS[$RANK]}"',
@@ -277,7 +277,7 @@ def render(login: Host, sp: SlurmProfile, feature, *, jobdir: str, probe_env: di
         for c in prof.patched_class:
             pf += ["--patched-class", c]
         for k in prof.env:
-            pf += ["--env", k]  # the value from this shell's environment (the env file)
+            pf += ["--env", k]  # the value from this task's environment (the job's)
         # a secret flag's value does not change the verdict: preflight sees it masked
         server = " -- " + shell_words(redact_argv(argv)[3:])
         pre_argv = " ".join(q(x) for x in pf[1:])
@@ -386,13 +386,13 @@ def write_job(login: Host, job: Job) -> None:
     for d in [job.jobdir] + [log.rsplit("/", 1)[0] or "/" for log in job.logs]:
         login.run(["mkdir", "-p", d], check=True, timeout=30, idempotent=True)
     login.write_file(f"{job.jobdir}/job.sbatch", job.batch.encode(), mode=0o755)
-    login.write_file(f"{job.jobdir}/env", job.env_file.encode(), mode=0o600)
     login.write_file(f"{job.jobdir}/node.sh", job.node_sh.encode(), mode=0o755)
 
 
 # sbatch's answer goes into the job dir (`job.id`, empty if it failed) from the login host's own
 # shell, before dynspec reads it: whenever dynspec dies, the guard and `stop NAME` find the job
-SUBMIT = r"""out=$(sbatch --parsable "$1/job.sbatch"); rc=$?
+SUBMIT = r"""eval "$(cat)"  # the job's environment (secrets included), from stdin
+out=$(sbatch --parsable --export=ALL "$1/job.sbatch"); rc=$?
 jid=${out%%;*}; case $jid in *[!0-9]*) jid= ;; esac
 printf '%s\n' "$jid" >"$1/job.id.tmp" && mv -f -- "$1/job.id.tmp" "$1/job.id"
 [ "$rc" = 0 ] && printf '%s\n' "$out"
@@ -402,7 +402,7 @@ exit "$rc"
 
 def submit(login: Host, job: Job) -> str:
     """`sbatch --parsable` the job written by write_job; the job id."""
-    res = _run(login, ["sh", "-c", SUBMIT, "sh", job.jobdir], idempotent=False)
+    res = _run(login, ["sh", "-c", SUBMIT, "sh", job.jobdir], input=job.env_file.encode(), idempotent=False)
     if res.exit_code == 127:
         raise SlurmError(f"sbatch not found on {login.name} (is it the cluster's login host?)")
     if not res.ok:

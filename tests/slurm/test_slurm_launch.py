@@ -258,6 +258,7 @@ def test_job_pending_for_resources_is_named_with_slurms_reason(tmp_path, slurm, 
     ({"nodes": 0}, "nodes = 0"),
     ({"time": "soon"}, "time = 'soon'"),
     ({"extra": ["--nodes=4"]}, "set by dynspec"),
+    ({"extra": ["--export=NONE"]}, "set by dynspec"),  # the env travels in the job's environment
     ({"gpus-per-node": "eight"}, "gpus-per-node"),
 ])
 def test_bad_slurm_table_is_one_line_exit_2(tmp_path, table, words):

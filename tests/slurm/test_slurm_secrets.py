@@ -1,12 +1,11 @@
 """No secret on a command line or in a job file during a Slurm launch (REAL test cluster): the
-profile's [env] (HF_TOKEN) and the server's --api-key travel in the job's `env` file (mode 0600),
-which node.sh sources. Every process's command line on the machine (the nodes are slurmd's
+profile's [env] (HF_TOKEN) and the server's --api-key travel in the job's environment (sbatch's
+shell reads them from stdin). Every process's command line on the machine (the nodes are slurmd's
 here) is sampled for the whole launch, preflight on every node included."""
 from __future__ import annotations
 
 import json
 import os
-import stat
 import threading
 import uuid
 from pathlib import Path
@@ -63,14 +62,17 @@ def test_env_and_api_key_never_on_a_command_line_nor_in_job_files(tmp_path, slur
         assert all(f"--api-key {key}" in c for c in servers if "--api-key" in c)
         rec = slurm_record(name)
         jobdir = Path(rec["jobdir"])
-        envf = jobdir / "env"
-        assert stat.S_IMODE(envf.stat().st_mode) == 0o600
-        assert token in envf.read_text() and key in envf.read_text()
-        for f in [p for p in jobdir.iterdir() if p.name != "env"] + [Path(x) for x in rec["logs"]]:
+        files = [p for p in jobdir.iterdir() if p.is_file()]
+        assert {"job.sbatch", "node.sh", "job.log"} <= {p.name for p in files}
+        for f in files + [Path(x) for x in rec["logs"]]:
             lines = f.read_text(errors="replace").splitlines()
             assert not [ln for ln in lines if token in ln], f
             # the key only where sglang itself logs it (its `server_args=ServerArgs(..., api_key='...')` line)
             assert not [ln for ln in lines if key in ln and "server_args=ServerArgs(" not in ln], f
+        # ... and it reached the servers, from the job's environment
+        for rank in (0, 1):
+            pid = (jobdir / f"server-n{rank}.pid").read_text().strip()
+            assert f"HF_TOKEN={token}".encode() in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
         raw = (Path.home() / ".dynspec" / "runs" / f"{name}.slurm.json").read_text()
         assert token not in raw and key not in raw
         assert rec["argv"][rec["argv"].index("--api-key") + 1] == "***"
