@@ -856,7 +856,7 @@ def read_preflight(login: Host, rec: SlurmRecord) -> list[Optional[dict]]:
     for f in rec.preflight_files:
         try:
             out.append(json.loads(login.read_file(f)))
-        except (FileNotFoundError, ValueError, PermissionError):
+        except (OSError, ValueError):  # not there yet, or this read failed (a drop): the next poll reads it
             out.append(None)
     return out
 
