@@ -113,7 +113,7 @@ def preflight(
     feature: Optional[str] = typer.Option(None, "--feature", help="Bundled feature name or path to a feature .toml (default: the profile's, else dynamic-spec-disable)."),
     patch: Optional[str] = typer.Option(None, "--patch", help="The unified diff you applied (hunks -> files, lines, functions)."),
     patched_class: Optional[List[str]] = typer.Option(None, "--patched-class", help="Class holding the patch (repeatable); default: where the marker is found, else the feature's typical location."),
-    dynamic: bool = typer.Option(False, "--dynamic", help="Also run sglang's own argument resolution on the host (imports sglang: ~5 s)."),
+    dynamic: bool = typer.Option(False, "--dynamic", help="Also run sglang's own argument resolution in the server's python (it imports sglang there: as long as `import sglang.srt.server_args` takes on that host, 7-17 s measured on 2 CPU cores)."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of the report."),
     sbatch: Optional[str] = typer.Option(None, "--sbatch", help="Check your own sbatch script instead (node rank, rendezvous, node count): DS5xx."),
     ssh_config: SshConfig = None,

@@ -2,6 +2,7 @@
 on its path. Like verify, it runs without typer when given in its usual form (cli/main.py)."""
 from __future__ import annotations
 
+import sys
 from typing import Optional, Sequence
 
 
@@ -54,6 +55,9 @@ def run_preflight(profile: Optional[str] = None, extra: Sequence[str] = (), *, h
         if profile is not None:
             checks.sglang_version(prof.sglang_version, f"{prof.source}: sglang_version")
         diff = checks.read_diff(patch) if patch is not None else None
+        if dynamic and not json_out and sys.stderr.isatty():
+            sys.stderr.write(f"dynspec: --dynamic: importing sglang with {py} on {target_spec} "
+                             "(sglang's own argument resolution; seconds) ...\n")
         with runs.open_target(target_spec, ssh_config, known_hosts, accept_new_host_key, py, profile=prof) as target:
             result = pf.run(target, py, feat, flags, env_map, patched=classes, patch_diff=diff, dynamic=dynamic)
         if result["patched"]:
