@@ -160,38 +160,18 @@ def launch(
 ) -> None:
     """Start the patched server (detached, locally or over SSH) and watch it: exit the moment the
     verdict is dead or crashed (stopping the server), or when it is live and ready."""
+    from dynspec_cli import place
     from dynspec_cli.cli import runs
-    from dynspec_cli.report.runs import LaunchScreen, render_launched
-    from dynspec_cli.run.launch import LaunchOptions
-    from dynspec_cli.run.launch import launch as run_launch
-    from dynspec_cli.run.profiles import for_feature, load_profile, with_overrides
-    from dynspec_cli.run.slurm import is_slurm
+    from dynspec_cli.place.sequence import LaunchOptions
 
     with _errors():
         env = _env_items(env)
-    if is_slurm(profile):  # scheduler = "slurm": submitted with sbatch on the login host (cli/slurm_cmds.py)
-        from dynspec_cli.cli import slurm_cmds
-
-        raise typer.Exit(slurm_cmds.launch(
-            profile, host=host, env=env, set_=set_, name=name, keep=keep, detach=detach, no_watch=no_watch,
-            no_preflight=no_preflight, no_probe=no_probe, timeout=timeout, dry_run=dry_run, json_out=json_out,
-            ssh_config=ssh_config, known_hosts=known_hosts, accept_new_host_key=accept_new_host_key))
-    if dry_run:
-        raise _fail('--dry-run: only for profiles with scheduler = "slurm"')
-    with _errors():
-        prof = with_overrides(load_profile(profile), host=host, env=env, sets=set_, name=name)
-        feature = load_feature(prof.feature)
-        prof = for_feature(prof, feature)  # the engine: the profile's `engine`, else the feature's
-        out = _out(json_out)
+        req = place.Request(profile, runs.opener(ssh_config, known_hosts, accept_new_host_key), host=host, env=env,
+                            sets=set_, name=name, timeout=timeout, dry_run=dry_run,
+                            extra={"no_probe": no_probe, "no_preflight": no_preflight})
         opts = LaunchOptions(replace=replace, keep=keep, detach=detach, watch=not no_watch,
                              preflight=not no_preflight, probe=not no_probe, timeout=timeout)
-        with runs.open_target(prof.host, ssh_config, known_hosts, accept_new_host_key, prof.python,
-                              profile=prof) as target:
-            screen = LaunchScreen(out, prof.name, json_out)
-            target.drops.add_listener(screen.display.drop)
-            with screen:
-                result = run_launch(target, prof, feature, opts, screen)
-            code = render_launched(out, target, result, json_out)
+        code = runs.launch(place.of_profile(profile), req, opts, json_out)
     raise typer.Exit(code)
 
 
@@ -208,30 +188,30 @@ def watch(
     accept_new_host_key: AcceptNewHostKey = False,
 ) -> None:
     """Re-attach to a run (also from another machine) and watch it to its verdict."""
-    from dynspec_cli.cli import runs, slurm_cmds
-    from dynspec_cli.run import control, records
+    from dynspec_cli import place
+    from dynspec_cli.cli import runs
+    from dynspec_cli.place import sequence
 
-    if slurm_cmds.find(host, name, ssh_config, known_hosts, accept_new_host_key):  # a Slurm run (name or job id)
-        raise typer.Exit(slurm_cmds.watch(name, host=host, keep=keep, detach=detach, timeout=timeout,
-                                          json_out=json_out, ssh_config=ssh_config, known_hosts=known_hosts,
-                                          accept_new_host_key=accept_new_host_key))
     with _errors():
         out = _out(json_out)
-        with runs.open_target(host, ssh_config, known_hosts, accept_new_host_key) as target:
-            rec = records.load(target, name)
-            if rec is None:
-                raise UsageError(f"no run named {name!r} on {target.name}")
-            rec = control.settled(target, rec)
-            from dynspec_cli.report.runs import LaunchScreen, render_launched
-            from dynspec_cli.run.launch import watch_or_interrupt
-
-            screen = LaunchScreen(out, rec.name, json_out)
-            target.drops.add_listener(screen.display.drop)
+        req = place.Request(open_host=runs.opener(ssh_config, known_hosts, accept_new_host_key))
+        with req.open_host(host) as target:
+            p, rec = _found(target, name, req)
+            screen = p.screen(out, json_out)
             with screen:
-                result = watch_or_interrupt(target, rec, load_feature(rec.feature), timeout=timeout, keep=keep,
-                                            detach=detach, on_update=screen.update)
-            code = render_launched(out, target, result, json_out)
+                result = sequence.watch(p, rec, timeout=timeout, keep=keep, detach=detach, on_update=screen.update)
+            code = p.render(out, result, json_out)
     raise typer.Exit(code)
+
+
+def _found(target, name: str, req):
+    """(placement, record) of the run `name` on `target` (any placement's: a Slurm run by job id too)."""
+    from dynspec_cli import place
+
+    found = place.find(target, name, req)
+    if found is None:
+        raise UsageError(f"no run named {name!r} on {target.name}")
+    return found
 
 
 @app.command(epilog=STOP_EXIT)
@@ -245,31 +225,24 @@ def stop(
 ) -> None:
     """Stop a run: SIGTERM to its process group, SIGKILL after the grace period, then confirm
     that no process of the group remains."""
-    from dynspec_cli.cli import runs, slurm_cmds
-    from dynspec_cli.run import control, records
-
-    if slurm_cmds.find(host, name, ssh_config, known_hosts, accept_new_host_key):  # a Slurm run: scancel it
-        raise typer.Exit(slurm_cmds.stop(name, host=host, ssh_config=ssh_config, known_hosts=known_hosts,
-                                         accept_new_host_key=accept_new_host_key))
+    from dynspec_cli import place
+    from dynspec_cli.cli import runs
+    from dynspec_cli.run import control
     from dynspec_cli.run.hints import command
     from dynspec_cli.transport import TransportError
 
     with _errors():
-        with runs.open_target(host, ssh_config, known_hosts, accept_new_host_key) as target:
+        req = place.Request(open_host=runs.opener(ssh_config, known_hosts, accept_new_host_key))
+        with req.open_host(host) as target:
             rec = None
             try:
-                rec = records.load(target, name)
-                if rec is None:
-                    raise UsageError(f"no run named {name!r} on {target.name}")
-                was_alive, gone = control.stop_run(target, rec, grace=grace)
-                left = [] if gone else control.still_running(target, rec)
+                p, rec = _found(target, name, req)
+                code = p.end(rec, grace=grace, out=_out(False))
             except TransportError as e:  # say what may be left, and how to try again
-                pid = f" (pid {rec.pid})" if rec is not None and rec.pid else ""
+                pid = f" (pid {rec.pid})" if getattr(rec, "pid", None) else ""
                 raise control.RunError(f"{e}; run {name!r}{pid} is not stopped and may still be running; retry "
                                        f"with: {command('stop', name, host=target)}") from None
-    from dynspec_cli.report.runs import render_stopped
-
-    raise typer.Exit(render_stopped(_out(False), rec, was_alive=was_alive, gone=gone, left=left))
+    raise typer.Exit(code)
 
 
 @app.command(epilog=STATUS_EXIT)
@@ -282,15 +255,12 @@ def status(
     accept_new_host_key: AcceptNewHostKey = False,
 ) -> None:
     """Runs on a host: alive or not, the verdict so far, the last log lines."""
+    from dynspec_cli import place
     from dynspec_cli.cli import runs
-    from dynspec_cli.run import control
 
     with _errors():
         with runs.open_target(host, ssh_config, known_hosts, accept_new_host_key) as target:
-            from dynspec_cli.cli.slurm_cmds import status_rows
-
-            rows = control.status(target, load_feature, names=names or None)
-            rows += status_rows(target, names or None)  # Slurm runs recorded on this login host (name or job id)
+            rows = place.status_rows(target, names or None, load_feature)  # every placement's (Slurm: by job id too)
             if names and not rows:
                 raise UsageError(f"no run named {names[0]!r} on {target.name}" if len(names) == 1
                                  else f"no run named {' or '.join(map(repr, names))} on {target.name}")

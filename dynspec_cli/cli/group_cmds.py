@@ -96,20 +96,22 @@ def launch(
     from dynspec_cli.knowledge.features import load_feature
     from dynspec_cli.run import group as G
     from dynspec_cli.run.profiles import single_engine
-    from dynspec_cli.run.slurm import is_slurm
-
-    from dynspec_cli.cli import checks
+    from dynspec_cli import place
+    from dynspec_cli.cli import checks, runs
 
     with _errors():
         env = [checks.env_item(item) for item in env] if env else env
-    if is_slurm(profile):  # scheduler = "slurm": Slurm hands out the nodes (cli/slurm_cmds.py)
-        from dynspec_cli.cli import slurm_cmds
+        placement = place.of_profile(profile)
+        if placement is not place.get("host"):  # a scheduler's profile: it hands out the nodes (Slurm)
+            from dynspec_cli.place.sequence import LaunchOptions
 
-        raise typer.Exit(slurm_cmds.launch(
-            profile, host=None, env=env, set_=set_, name=name, keep=keep, detach=detach, no_watch=no_watch,
-            no_preflight=no_preflight, no_probe=no_probe, timeout=timeout, stall_timeout=stall_timeout,
-            json_out=json_out, ssh_config=ssh_config, known_hosts=known_hosts,
-            accept_new_host_key=accept_new_host_key))
+            req = place.Request(profile, runs.opener(ssh_config, known_hosts, accept_new_host_key), env=env,
+                                sets=set_, name=name, timeout=timeout, stall_timeout=stall_timeout,
+                                extra={"no_probe": no_probe, "no_preflight": no_preflight})
+            opts = LaunchOptions(keep=keep, detach=detach, watch=not no_watch, preflight=not no_preflight,
+                                 probe=not no_probe, timeout=timeout)
+            code = runs.launch(placement, req, opts, json_out)
+            raise typer.Exit(code)
     with _errors():
         if stall_timeout <= 0:
             raise G.ConfigError("--stall-timeout must be positive")

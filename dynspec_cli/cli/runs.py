@@ -22,3 +22,27 @@ def open_target(spec: str, ssh_config: Optional[str], known_hosts: Optional[str]
         if accept_new:
             opts["accept_new_host_key"] = True
     return open_host(spec, **opts)
+
+
+def opener(ssh_config: Optional[str], known_hosts: Optional[str], accept_new: bool):
+    """open_target with these SSH options: (spec, python="python3", profile=None) -> Host."""
+    def open_host(spec: str, python: str = "python3", profile=None):
+        return open_target(spec, ssh_config, known_hosts, accept_new, python, profile=profile)
+
+    return open_host
+
+
+def launch(placement, req, opts, json_out: bool) -> int:
+    """A launch on `placement` (a module of dynspec_cli/place): the shared sequence, shown by the
+    placement's screen and rendered by it; the exit code."""
+    from dynspec_cli.cli.options import out as _out
+    from dynspec_cli.place import sequence
+
+    out = _out(json_out)
+    with placement.open(req) as p:
+        if req.dry_run:
+            return p.dry_run()
+        screen = p.screen(out, json_out)
+        with screen:
+            result = sequence.launch(p, opts, screen)
+        return p.render(out, result, json_out)

@@ -117,19 +117,6 @@ def _profile_file(ref: str) -> Optional[Path]:
     return bundled if bundled.exists() else None
 
 
-def is_slurm(ref: str) -> bool:
-    """Whether the profile says `scheduler = "slurm"` (anything unreadable: not ours to judge, the
-    ordinary loader reports it)."""
-    p = _profile_file(ref)
-    if p is None:
-        return False
-    try:
-        raw = tomllib.loads(p.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-        return False
-    return raw.get("scheduler") == "slurm" or "slurm" in raw
-
-
 def load(ref: str, *, env: list[str] | None = None, sets: list[str] | None = None, name: str | None = None,
          host: str | None = None) -> SlurmProfile:
     p = _profile_file(ref)

@@ -20,7 +20,7 @@ from tests.slurm.helpers import slurm_record, write_slurm_profile
 
 pytestmark = pytest.mark.slurm
 
-STALL = 120  # the Slurm watch's stall timeout (slurm_cmds: stall_timeout=120.0); the requeue comes long before
+STALL = 120  # the Slurm watch's stall timeout (place.Request: stall_timeout=120.0); the requeue comes long before
 
 
 def test_requeue_is_named_at_once_not_a_stall(tmp_path, slurm):

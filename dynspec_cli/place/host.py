@@ -1,0 +1,119 @@
+"""The placement of one server on one host (this machine, or one reached over SSH): its steps
+are run/launch.py's and run/control.py's, its records the host's ~/.dynspec/runs/NAME.json."""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Any, Iterator, Optional
+
+from dynspec_cli.run import control, records
+from dynspec_cli.run.control import RunError
+from dynspec_cli.run.records import RunRecord
+
+
+def claims(raw: dict) -> bool:
+    return False  # the fallback: every profile no other placement claims
+
+
+class HostPlacement:
+    def __init__(self, host, feature, *, prof=None, name: str = ""):
+        self.host, self._feature, self.prof = host, feature, prof  # feature: a Feature, or its name (loaded when needed)
+        self.name = name or prof.name
+        self.ready_timeout = prof.ready_timeout if prof is not None else None
+
+    @property
+    def feature(self):
+        if not hasattr(self._feature, "engine"):  # a name (or None: the default feature)
+            from dynspec_cli.knowledge.features import load_feature
+
+            self._feature = load_feature(self._feature)
+        return self._feature
+
+    # the sequence's steps (place/sequence.py)
+    def preflight(self) -> dict[str, Any]:
+        from dynspec_cli.run.launch import preflight_result
+
+        return preflight_result(self.host, self.prof, self.feature)
+
+    def refuses(self, pre: dict[str, Any]) -> bool:
+        return pre["verdict"] in ("dead", "ineffective")  # ineffective: a draft that accepts nothing (DS113)
+
+    def start(self, pre, *, probe: bool, replace: bool) -> RunRecord:
+        from dynspec_cli.run.launch import start_prepared
+
+        return start_prepared(self.host, self.prof, self.feature, pre=pre, probe=probe, replace=replace)
+
+    def watching(self, rec, *, keep: bool, detach: bool) -> None:
+        pass
+
+    def watch(self, rec, *, timeout, keep, on_update):
+        from dynspec_cli.run.watch import watch
+
+        return watch(self.host, rec, self.feature, timeout=timeout, keep=keep, on_update=on_update)
+
+    def started(self, since: float) -> Optional[RunRecord]:
+        from dynspec_cli.run.launch import started_since
+
+        rec = started_since(self.host, self.name, since)
+        return None if rec is None or rec.state == records.NOT_STARTED else rec
+
+    def unresolved(self, rec: RunRecord) -> Optional[str]:
+        return "its start was cut short before its pid was known" if rec.state == records.STARTING else None
+
+    def release(self, rec) -> None:
+        pass
+
+    def stop(self, rec: RunRecord) -> Optional[str]:
+        return None if control.stop(self.host, rec) else "its processes survived SIGKILL"
+
+    def abandon(self, rec) -> None:
+        pass
+
+    # what the commands show
+    def screen(self, out, json_out: bool):
+        from dynspec_cli.report.runs import LaunchScreen
+
+        screen = LaunchScreen(out, self.name, json_out)
+        self.host.drops.add_listener(screen.display.drop)
+        return screen
+
+    def render(self, out, result, json_out: bool) -> int:
+        from dynspec_cli.report.runs import render_launched
+
+        return render_launched(out, self.host, result, json_out)
+
+    def dry_run(self) -> int:
+        raise RunError('--dry-run: only for profiles with scheduler = "slurm"')
+
+    def end(self, rec: RunRecord, *, grace: float, out) -> int:
+        """`dynspec stop`: SIGTERM, SIGKILL after `grace`, confirmed; the exit code."""
+        from dynspec_cli.report.runs import render_stopped
+
+        was_alive, gone = control.stop_run(self.host, rec, grace=grace)
+        left = [] if gone else control.still_running(self.host, rec)
+        return render_stopped(out, rec, was_alive=was_alive, gone=gone, left=left)
+
+
+@contextmanager
+def open(req) -> Iterator[HostPlacement]:
+    from dynspec_cli.knowledge.features import load_feature
+    from dynspec_cli.run.profiles import for_feature, load_profile, with_overrides
+
+    if req.dry_run:
+        HostPlacement.dry_run(None)
+    prof = with_overrides(load_profile(req.profile), host=req.host, env=req.env, sets=req.sets, name=req.name)
+    feature = load_feature(prof.feature)
+    prof = for_feature(prof, feature)  # the engine: the profile's `engine`, else the feature's
+    with req.open_host(prof.host, prof.python, profile=prof) as host:
+        yield HostPlacement(host, feature, prof=prof)
+
+
+def find(target, ref: str, req) -> Optional[tuple[HostPlacement, RunRecord]]:
+    rec = records.load(target, ref)
+    if rec is None:
+        return None
+    rec = control.settled(target, rec)
+    return HostPlacement(target, rec.feature, name=rec.name), rec
+
+
+def status_rows(target, names, feature_loader) -> list[dict]:
+    return control.status(target, feature_loader, names=names)

@@ -1,0 +1,131 @@
+"""The one sequence of every placement: preflight gate -> start -> watch, and what Ctrl-C does at
+any moment of it (written here only). A placement (this folder: host.py, slurm.py) supplies the
+steps; `Screen` shows them while they run; cli/ renders the `Launched` that comes back."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, Protocol
+
+from dynspec_cli.run import records
+
+
+@dataclass
+class LaunchOptions:
+    replace: bool = False
+    keep: bool = False  # a dead or crashed server keeps running
+    detach: bool = False  # Ctrl-C leaves the server running
+    watch: bool = True
+    preflight: bool = True
+    probe: bool = True
+    timeout: Optional[float] = None
+
+
+@dataclass
+class Launched:
+    """How a launch or watch ended. kind: refused (preflight dead: nothing started) | started (not
+    watched) | watched | interrupted (Ctrl-C: stopped, or left running with detach)."""
+
+    kind: str
+    preflight: Optional[dict[str, Any]] = None
+    record: Any = None  # interrupted: None when nothing was started
+    outcome: Any = None
+    stopped: bool = False
+    detached: bool = False  # interrupted and left running, as asked
+    left: Any = None  # interrupted: why the run may still be running (the placement's words); falsy: nothing
+    name: str = ""  # the run's name (also when no record is known)
+
+
+class Placement(Protocol):
+    """Where one run's server runs (a host, a Slurm job, ...), as the sequence drives it."""
+
+    name: str
+    ready_timeout: Optional[float]  # a launch's watch gives up after this long unless told otherwise
+
+    def preflight(self) -> Optional[dict[str, Any]]: ...  # None: this placement checks elsewhere (in the job)
+    def refuses(self, pre: dict[str, Any]) -> bool: ...
+    def start(self, pre: Optional[dict[str, Any]], *, probe: bool, replace: bool) -> Any: ...  # its record
+    def watching(self, rec: Any, *, keep: bool, detach: bool) -> None: ...  # about to watch a run
+    def watch(self, rec: Any, *, timeout: Optional[float], keep: bool, on_update: Callable | None) -> Any: ...
+    def started(self, since: float) -> Any: ...  # after Ctrl-C: the record this launch wrote, else None
+    def unresolved(self, rec: Any) -> Optional[str]: ...  # why it cannot be stopped now (a start cut short)
+    def release(self, rec: Any) -> None: ...  # dynspec stops answering for the run: it stays as it is
+    def stop(self, rec: Any) -> Any: ...  # stop it and confirm: falsy once gone, else what may be left
+    def abandon(self, rec: Any) -> None: ...  # an error while the run was ours: it does not stay unwatched
+
+
+class Screen(Protocol):
+    """What a launch shows while it runs (a placement's renderers, or nothing)."""
+
+    def preflight(self, result: dict[str, Any]) -> None: ...
+    def started(self, p: Placement, rec: Any) -> None: ...
+    def update(self, *what: Any) -> None: ...
+
+
+def launch(p: Placement, opts: LaunchOptions, screen: Screen) -> Launched:
+    pre = None
+    if opts.preflight:
+        pre = p.preflight()
+        if pre is not None:
+            screen.preflight(pre)
+            if p.refuses(pre):
+                return Launched("refused", preflight=pre, name=p.name)
+    since = records.now()
+    rec = None
+    try:  # from here on, Ctrl-C at any moment ends in `interrupted`
+        rec = p.start(pre, probe=opts.probe, replace=opts.replace)
+        screen.started(p, rec)
+        if not opts.watch:
+            p.release(rec)
+            return Launched("started", preflight=pre, record=rec, name=p.name)
+    except KeyboardInterrupt:
+        return interrupted(p, detach=opts.detach, since=since, pre=pre)
+    except BaseException:
+        if rec is not None:
+            p.abandon(rec)
+        raise
+    return watch(p, rec, timeout=opts.timeout or p.ready_timeout, keep=opts.keep, detach=opts.detach,
+                 on_update=screen.update, pre=pre)
+
+
+def watch(p: Placement, rec: Any, *, timeout: Optional[float], keep: bool, detach: bool,
+          on_update: Callable | None = None, pre: Optional[dict[str, Any]] = None) -> Launched:
+    """Watch to the verdict; on Ctrl-C stop the run and confirm it is gone, unless `detach`."""
+    try:
+        p.watching(rec, keep=keep, detach=detach)
+        o = p.watch(rec, timeout=timeout, keep=keep, on_update=on_update)
+    except KeyboardInterrupt:
+        return interrupted(p, detach=detach, rec=rec, pre=pre)
+    except BaseException:
+        p.abandon(rec)  # watching failed: nobody would watch the run, so it does not stay
+        raise
+    p.release(rec)  # the watch stopped what it had to (dead, crashed); the rest stays on purpose
+    return Launched("watched", preflight=pre, record=rec, outcome=o, stopped=bool(getattr(o, "stopped", False)),
+                    name=p.name)
+
+
+def interrupted(p: Placement, *, detach: bool, since: float = 0.0, rec: Any = None,
+                pre: Optional[dict[str, Any]] = None) -> Launched:
+    """Ctrl-C at any moment of a launch or watch (the one policy): the run this launch started is
+    stopped and confirmed gone, or left running as asked (`detach`), or, when that cannot be done
+    (a second Ctrl-C, the host unreachable, a start still unresolved), the result says why it may
+    still run, so its name and the stop command get printed."""
+    from dynspec_cli.run.control import RunError
+    from dynspec_cli.transport import TransportError
+
+    try:
+        rec = rec or p.started(since)
+        if rec is None:
+            return Launched("interrupted", preflight=pre, record=None, stopped=True, name=p.name)
+        why = p.unresolved(rec)
+        if why:
+            return Launched("interrupted", preflight=pre, record=rec, name=p.name, left=why)
+        if detach:
+            p.release(rec)
+            return Launched("interrupted", preflight=pre, record=rec, detached=True, name=p.name)
+        left = p.stop(rec)
+        return Launched("interrupted", preflight=pre, record=rec, stopped=not left, name=p.name, left=left or None)
+    except KeyboardInterrupt:
+        why = "interrupted again while it was being stopped"
+    except (RunError, TransportError) as e:
+        why = f"it could not be stopped: {e}"
+    return Launched("interrupted", preflight=pre, record=rec, name=p.name, left=why)
