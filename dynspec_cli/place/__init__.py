@@ -1,4 +1,4 @@
-"""Where the server runs: one interface, a placement (place/sequence.py), and a registry of them,
+"""Where the server runs: one interface, a placement (place/sequence.py), and a registry of them (host, group, slurm),
 as verdict/engines.py is for engines. A placement is a module of this folder named here; it
 offers
 
@@ -22,7 +22,7 @@ from types import ModuleType
 from typing import Any, Callable, Optional
 
 # name -> module. Asked in this order by `find` and `of_profile`; "host" is the fallback.
-KINDS = {"slurm": "dynspec_cli.place.slurm", "host": "dynspec_cli.place.host"}
+KINDS = {"slurm": "dynspec_cli.place.slurm", "group": "dynspec_cli.place.group", "host": "dynspec_cli.place.host"}
 
 
 @dataclass
@@ -67,7 +67,7 @@ def of_profile(ref: str) -> ModuleType:
     if found is None and sched is not None:
         from dynspec_cli.knowledge.tables import ConfigError
 
-        known = [k for k in KINDS if k != "host"]
+        known = [k for k in KINDS if k not in ("host", "group")]  # (group: a profile's `hosts`)
         raise ConfigError(f"{ref}: scheduler = {sched!r}: " + (f'the only scheduler is "{known[0]}"' if len(known) == 1
                           else "the schedulers are " + ", ".join(f'"{k}"' for k in known)) + " (or leave it out)")
     return found or get("host")

@@ -1,0 +1,106 @@
+"""How a group is shown: preflight of every node, the "started" lines, the live table while
+watching (report/runs.py GroupDisplay), the end of a launch or watch, and the nodes left running."""
+from __future__ import annotations
+
+import shlex
+import sys
+
+from dynspec_cli.run import hints
+
+
+def _escape(s: str) -> str:
+    from rich.markup import escape
+
+    return escape(s)
+
+
+class Screen:
+    """The group launch's screen (place/sequence.py `Screen`)."""
+
+    def __init__(self, out, json_out: bool, group: str, targets=()):
+        from dynspec_cli.report.runs import GroupDisplay
+
+        self.out, self.json_out, self.targets = out, json_out, list(targets)
+        self.display = GroupDisplay(out, group, enabled=not json_out and out.is_terminal)
+        self._live = False
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self._live:
+            self.display.__exit__(*exc)
+            self._live = False
+
+    def preflight(self, pre) -> None:
+        if self.json_out:
+            return
+        for i, (r, t) in enumerate(zip(pre["nodes"], self.targets)):
+            self.out.print(f"preflight node {i} ({t.name}): {r['verdict']}, sglang "
+                           f"{r.get('sglang_version') or '?'}, {len(r.get('file_hashes') or {})} patched file(s)")
+        for f in pre["findings"]:
+            self.out.print(f"  [red]✗[/] {f['code']}: {_escape(f['message'])}")
+
+    def started(self, p, rec) -> None:
+        if not self.json_out:
+            self.out.print(f"[bold]started[/] group {p.name}: {len(rec.nodes)} nodes, dist-init-addr "
+                           f"{rec.doc['dist_init_addr']}")
+            for n in rec.nodes:
+                self.out.print(f"  node {n.rank} {n.host.name}: {n.rec.name} pid {n.rec.pid}, log {n.rec.log}")
+
+    def update(self, states) -> None:
+        if not self._live:
+            self.display.__enter__()
+            self._live = True
+        self.display.update(states)
+
+
+def still_running(group: str, rank: int, host: str, name: str, pid, why: str, files: dict) -> None:
+    """One line on stderr for a node that a stop did not confirm gone: what may still run, and the
+    command that stops it alone."""
+    cmd = shlex.join(["dynspec", "stop", name, *hints.reach(host, files)])
+    sys.stderr.write(f"dynspec: group {group}: node {rank} ({host}) not stopped: {why}; its server (run {name}, "
+                     f"pid {pid or '?'}) may still be running; stop it with: {cmd}\n")
+
+
+def render(out, result, json_out: bool) -> int:
+    """The end of a group launch or watch; returns the exit code."""
+    from dynspec_cli.report.jsonout import emit
+    from dynspec_cli.report.runs import report_group
+    from dynspec_cli.verdict.codes import INTERRUPTED
+
+    group, rec = result.name, result.record
+    if result.kind == "refused":
+        pre = result.preflight
+        if json_out:
+            emit({"group": group, "verdict": "dead", "exit_code": 1, "why": "preflight",
+                  "findings": pre["findings"], "preflight": pre["nodes"]})
+        else:
+            out.print("launch refused (preflight mismatch); --force launches anyway")
+        return 1
+    if result.kind == "started":
+        if json_out:
+            emit({"group": rec.doc})
+        else:
+            head = rec.nodes[0].host.name
+            out.print(f"  watch it to its verdict: dynspec group watch {group} --host {head}\n"
+                      f"  stop it: dynspec group stop {group} --host {head}")
+        return 0
+
+    def hint(verb: str) -> str:
+        return hints.group_command(verb, group, node0=rec.nodes[0].host, hosts=[n.host for n in rec.nodes])
+
+    if result.kind == "interrupted":
+        if rec is None:
+            out.print(f"\ninterrupted: group {group} was not started; no process of it runs", markup=False)
+        elif result.detached:
+            out.print(f"\ndetached: group {group} keeps running; re-attach with: {hint('watch')}", markup=False)
+        elif result.stopped:
+            out.print(f"\ninterrupted: stopped group {group}; no process remains on any node")
+        else:
+            left = result.left if isinstance(result.left, list) else [(n, result.left) for n in rec.nodes]
+            for n, why in left:
+                still_running(group, n.rank, n.host.name, n.rec.name, n.rec.pid, why, n.host.reach_files())
+        return INTERRUPTED
+    report_group(out, result.outcome, group, json_out, hint("stop"))
+    return result.outcome.exit_code
