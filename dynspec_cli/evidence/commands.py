@@ -7,46 +7,53 @@ They say what the user requested; each engine's `launch_flags.toml` says how to 
 from __future__ import annotations
 
 import functools
-import json
 import re
-import shlex
-import tomllib
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-CONFIGS = Path(__file__).resolve().parents[2] / "configs"
-CONFIG = CONFIGS / "sglang" / "launch_flags.toml"
+import msgspec
+
+from dynspec_cli.knowledge import tables
+from dynspec_cli.knowledge.tables import regex
+
 _LIST_ITEM = re.compile(r"^-\s+")  # a YAML list item: `- --tp` / `- "8"`
 
 
-@dataclass(frozen=True)
-class FlagSpec:
+class FlagSpec(msgspec.Struct, frozen=True):  # msgspec Structs, not dataclasses: a dataclass costs `verify` ~0.7 ms of start-up to build
     dest: str
     names: tuple[str, ...]
     type: str  # str | int | bool | json
 
 
-@dataclass(frozen=True)
-class Flags:
-    command: re.Pattern
+class Flags(msgspec.Struct, frozen=True):
+    command: str  # regex of a command head (compiled once a line holds a hint)
     by_name: dict[str, FlagSpec]
     hint: tuple[str, ...]  # substrings every command head contains (a cheap skip)
-    usage: Optional[re.Pattern]  # after a head: the engine's usage text, not a launch
+    usage: Optional[str]  # regex: after a head, the engine's usage text, not a launch
 
 
 @functools.lru_cache(maxsize=None)
 def flags_of(engine: str = "sglang") -> Flags:
-    d = tomllib.loads((CONFIGS / engine / "launch_flags.toml").read_text())
+    """configs/<engine>/launch_flags.toml, parsed once per change of it (tables.cached)."""
+    path = tables.configs_dir() / engine / "launch_flags.toml"
+    return tables.cached(f"flags-{engine}", [path, Path(__file__)], lambda: _build_flags(path))
+
+
+def _build_flags(path: Path) -> Flags:
+    import tomllib
+
+    d = tomllib.loads(path.read_text())
     by_name = {}
     for f in d["flag"]:
         spec = FlagSpec(f["dest"], tuple(f["names"]), f["type"])
         for n in spec.names:
             by_name[n] = spec
-    return Flags(re.compile(d["command"]), by_name, tuple(d["hint"]), re.compile(d["usage"]) if "usage" in d else None)
+    return Flags(d["command"], by_name, tuple(d["hint"]), d.get("usage"))
 
 
 def _tokens(text: str) -> list[str]:
+    import shlex
+
     try:
         return shlex.split(text, comments=False, posix=True)
     except ValueError:  # an unbalanced quote in a pasted command
@@ -61,6 +68,8 @@ def _value(spec: FlagSpec, raw: str) -> Any:
         except ValueError:
             return None
     if spec.type == "json":
+        import json
+
         try:
             v = json.loads(raw)
         except ValueError:
@@ -101,19 +110,21 @@ def _parse(tokens: list[str], fl: Flags) -> tuple[dict[str, Any], Optional[FlagS
     return out, None
 
 
-@dataclass
 class CommandReader:
     """Fed one message at a time: returns ("command", flags) for a launch-command line,
     ("command-cont", flags) for a line that continues one or a line of launch flags on its own,
     `None` for any other line."""
 
-    engine: str = "sglang"
-    continued: bool = False  # the last command line ended in a backslash
-    active: bool = False  # a command (or a run of flag lines) is being read
-    pending: Optional[FlagSpec] = field(default=None, repr=False)  # a k8s list item whose value is the next item
+    def __init__(self, engine: str = "sglang") -> None:
+        self.engine = engine
+        self.continued = False  # the last command line ended in a backslash
+        self.active = False  # a command (or a run of flag lines) is being read
+        self.pending: Optional[FlagSpec] = None  # a k8s list item whose value is the next item
 
     def feed(self, msg: str) -> Optional[tuple[str, dict[str, Any]]]:
         fl = flags_of(self.engine)
+        if not (self.continued or self.active or self.pending is not None) and "--" not in msg and not any(h in msg for h in fl.hint):
+            return None  # (most lines: neither a command nor flags, and nothing being read)
         body = msg.strip()
         item = _LIST_ITEM.sub("", body, count=1)
         if self.pending is not None:  # the value of the flag on the item before
@@ -122,8 +133,8 @@ class CommandReader:
             value = _value(spec, toks[0]) if toks else None
             if value is not None:
                 return "command-cont", {spec.dest: value}
-        if any(h in msg for h in fl.hint) and (m := fl.command.search(msg)):
-            if fl.usage is not None and fl.usage.search(msg, m.end()):
+        if any(h in msg for h in fl.hint) and (m := regex(fl.command).search(msg)):
+            if fl.usage is not None and regex(fl.usage).search(msg, m.end()):
                 self.active = self.continued = False
                 return None
             return "command", self._read(msg[m.end():], fl)

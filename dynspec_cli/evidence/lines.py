@@ -10,37 +10,40 @@ glued to a line with `\\r`, invalid UTF-8."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+import msgspec
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
+from dynspec_cli.knowledge.tables import regex
+
+# ANSI codes (this and the next are compiled when a line holds one)
+_ANSI = r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]"
 # The same codes pasted as text: caret notation (`^[[1;36m`, as `cat -v` and less show them) and
 # JSON's escape (`\u001b[36m`, log collectors that store lines as JSON strings).
-_ANSI_TEXT = re.compile(r"(?:\^\[|\\u001[bB])\[[0-9;?]*[ -/]*[@-~]")
-_WRAPPERS = (
+_ANSI_TEXT = r"(?:\^\[|\\u001[bB])\[[0-9;?]*[ -/]*[@-~]"
+WRAPPER_PATTERNS = (  # also read by evidence/detect.py, one by one
     # Kubernetes CRI: 2026-02-27T19:49:17.123456789Z stderr F msg
-    re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d) (?:stdout|stderr) [FP] "),
+    r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d) (?:stdout|stderr) [FP] ",
     # docker compose: service-name-1  | msg
-    re.compile(r"^[A-Za-z0-9][\w.-]*\s+\| ?"),
+    r"^[A-Za-z0-9][\w.-]*\s+\| ?",
     # Ray: (Worker pid=123) / (SchedulerActor pid=1, ip=10.0.0.1) msg
-    re.compile(r"^\((?:[\w.]+ )?pid=\d+(?:, ip=[\d.:a-fA-F]+)?\) ?"),
+    r"^\((?:[\w.]+ )?pid=\d+(?:, ip=[\d.:a-fA-F]+)?\) ?",
     # docker logs --timestamps: 2026-02-27T19:49:17.123456789Z msg
-    re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z "),
+    r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z ",
     # pm2: 3|qwen  | msg
-    re.compile(r"^\d+\|[\w.@-]+\s*\| ?"),
+    r"^\d+\|[\w.@-]+\s*\| ?",
     # a log viewer's table export (Grafana/Loki), often quoted: >  \t \t2025-03-11 09:51:41.193\tmsg\t
-    re.compile(r"^>?\s*\t \t\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?\t"),
+    r"^>?\s*\t \t\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?\t",
     # Markdown quote mark of a pasted log: > msg
-    re.compile(r"^> ?(?=\S)"),
+    r"^> ?(?=\S)",
     # inline-code backtick glued to the first line of a paste: `[2025-04-11 ...] msg
-    re.compile(r"^`+(?=\S)"),
+    r"^`+(?=\S)",
     # journald / syslog: Jul 10 03:06:31 host python3[1234]: msg
-    re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d [\w.-]+ [\w.@/-]+(?:\[\d+\])?: "),
+    r"^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d [\w.-]+ [\w.@/-]+(?:\[\d+\])?: ",
     # sglang's prefix with its "[" lost in a paste: 2026-01-13 04:50:49 DP3 TP3] msg
-    re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d{1,6})?(?: [A-Z_]+\d+)*\] "),
+    r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d{1,6})?(?: [A-Z_]+\d+)*\] ",
     # sglang's short prefix (multimodal_gen and some entry points): [12-16 14:27:08] msg
-    re.compile(r"^\[\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?\] ?"),
+    r"^\[\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?\] ?",
 )
-_WRAPPER = re.compile("|".join(f"(?:{w.pattern})" for w in _WRAPPERS))  # the first that matches, in one scan
+_WRAPPER = re.compile("|".join(f"(?:{w})" for w in WRAPPER_PATTERNS))  # the first that matches, in one scan
 _SGLANG_PREFIX = re.compile(
     r"^\[(?P<ts>(?:\d{4}-\d\d-\d\d )?\d\d:\d\d:\d\d(?:[.,]\d{1,6})?)(?P<tags>(?: [A-Z_]+\d+)*)\] ?"
     # 2024 builds wrote the time only: "[18:19:55 TP0] Decode batch. ..."
@@ -61,8 +64,7 @@ _LEVEL_FORMS = (
 )
 
 
-@dataclass
-class Line:
+class Line(msgspec.Struct, dict=True):  # msgspec Structs, not dataclasses: a dataclass costs `verify` ~0.7 ms of start-up to build
     """One message. `no` is the 1-based physical line number in the file (0 if unknown),
     `offset` the byte offset where the physical line starts."""
 
@@ -71,7 +73,7 @@ class Line:
     text: str  # the physical line, decoded, without ANSI codes and line ending
     msg: str  # the message, wrappers and prefixes removed
     ts: str | None = None
-    ranks: dict[str, int] = field(default_factory=dict)
+    ranks: dict[str, int] = {}
 
     @property
     def rank_label(self) -> str:
@@ -84,9 +86,9 @@ def decode(raw: bytes) -> str:
 
 def strip_noise(text: str) -> str:
     if "\x1b" in text:
-        text = _ANSI.sub("", text)
+        text = regex(_ANSI).sub("", text)
     if "^[" in text or "\\u001" in text:
-        text = _ANSI_TEXT.sub("", text)
+        text = regex(_ANSI_TEXT).sub("", text)
     if "^M" in text:  # a carriage return in caret notation: a line end, or tqdm's redraw mid-line
         text = text.replace("^M", "\r")
     return text.rstrip("\r\n")
@@ -121,6 +123,11 @@ def parse_message(segment: str) -> tuple[str, str | None, dict[str, int]]:
             s = s[m.end():]
             break
     return s, ts, ranks
+
+
+def wrapped(text: str) -> bool:
+    """Does one of the wrappers start `text`?"""
+    return _WRAPPER.match(text) is not None
 
 
 def split_segments(text: str) -> list[str]:

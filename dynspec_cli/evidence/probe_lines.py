@@ -3,7 +3,6 @@ in-server probe (dynspec_cli/inject/probe, schema in its README) writes into the
 The judge, prove and the tests all read probe lines through here."""
 from __future__ import annotations
 
-import json
 from typing import Optional
 
 PREFIX = "DYNSPEC-PROBE "
@@ -19,6 +18,8 @@ def payload(msg: str) -> Optional[str]:
 
 def parse_event(text: str) -> Optional[dict]:
     """A probe event: a JSON object with an integer `v` and a string `event`; None otherwise."""
+    import json  # (here: a log without probe lines never needs it)
+
     try:
         doc = json.loads(text.strip())
     except (ValueError, TypeError, AttributeError):

@@ -4,15 +4,16 @@ watchers, the classifier is fed one message at a time and never looks back."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import Any, Optional
+
+import msgspec
 
 from dynspec_cli.evidence import probe_lines
 from dynspec_cli.evidence.commands import CommandReader
 from dynspec_cli.evidence.lines import Line
 from dynspec_cli.knowledge.features import Feature
 from dynspec_cli.knowledge.sglang import Knowledge
-from dynspec_cli.knowledge.tables import LogLineRow, WarningRow
+from dynspec_cli.knowledge.tables import LogLineRow, WarningRow, regex
 
 PROBE_PREFIX = probe_lines.PREFIX
 LAUNCH_PREFIX = "DYNSPEC-LAUNCH "
@@ -26,33 +27,44 @@ _BUILTIN_FATAL = re.compile(r"(?:Error|Exception|Interrupt|Exit)$")
 _VLLM_SHAPE = re.compile(r"^(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?[\w./-]+\.py:\d+\] ?")
 
 
-@dataclass
-class Observation:
+class Observation(msgspec.Struct, dict=True):
     kind: str  # warning | landmark | marker | feature-dead | traceback | exception | launch | probe | command | command-cont
     line: Line
     id: str = ""
-    data: dict[str, Any] = field(default_factory=dict)
+    data: dict[str, Any] = {}
     warning: Optional[WarningRow] = None
     landmark: Optional[LogLineRow] = None
 
 
 class Classifier:
+    # Lines checked for a literal by plain substring search before the one alternation of all the
+    # literals is compiled: compiling it costs about what this many lines cost the slower search,
+    # and most logs `verify` reads before a benchmark are shorter.
+    SCAN_BEFORE_COMPILE = 2000
+
     def __init__(self, knowledge: Knowledge, feature: Feature) -> None:
         self.k = knowledge
         self.feature = feature
-        self._warnings = knowledge.warning_matchers
-        self._landmarks = [(row, re.compile(row.pattern)) for row in knowledge.log_lines
-                           if row.id not in ("decode-batch", "traceback", "exception-line")]
-        self._decode = next(re.compile(r.pattern) for r in knowledge.log_lines if r.id == "decode-batch")
+        # a pattern is compiled the first time its literal is in a line (tables.regex): a run meets few
+        self._landmarks = [row for row in knowledge.log_lines if row.id not in ("decode-batch", "traceback", "exception-line")]
         self._decode_row = next(r for r in knowledge.log_lines if r.id == "decode-batch")
-        self._warning_literals = [(w, rx, _literal_of(w)) for w, rx in self._warnings]
+        self._warning_literals = [(w, _literal_of(w)) for w in knowledge.warnings]
         literals = [feature.marker.literal, "Traceback (most recent call last)", PROBE_PREFIX, LAUNCH_PREFIX]
-        literals += [lit for _, _, lit in self._warning_literals]
-        literals += [row.literal for row, _ in self._landmarks]
+        literals += [lit for _, lit in self._warning_literals]
+        literals += [row.literal for row in self._landmarks]
         literals += [d.literal for d in feature.dead_when]
         self.literals = sorted({x for x in literals if x})
-        self._any_literal = re.compile("|".join(re.escape(x) for x in self.literals))  # one C-level scan per line
+        self._any_literal: Optional[re.Pattern] = None  # one C-level scan per line, once compiled
+        self._scans_left = self.SCAN_BEFORE_COMPILE
         self.commands = CommandReader()
+
+    def _has_literal(self, msg: str) -> bool:
+        if self._any_literal is None:
+            self._scans_left -= 1
+            if self._scans_left > 0:
+                return any(x in msg for x in self.literals)
+            self._any_literal = re.compile("|".join(re.escape(x) for x in self.literals))
+        return self._any_literal.search(msg) is not None
 
     def classify(self, line: Line) -> list[Observation]:
         if line.msg[:1] in "DIWEC" and (m := _VLLM_SHAPE.match(line.msg)):
@@ -62,10 +74,10 @@ class Classifier:
         if cmd is not None:  # a launch command in the log: the flags the user requested
             return [Observation(cmd[0], line, cmd[0], {"flags": cmd[1]})]
         if msg.startswith("Decode batch"):
-            m = self._decode.search(msg)
+            m = regex(self._decode_row.pattern).search(msg)
             data = {k: v for k, v in (m.groupdict().items() if m else ()) if v is not None}
             return [Observation("landmark", line, "decode-batch", data, landmark=self._decode_row)]
-        if not self._any_literal.search(msg):
+        if not self._has_literal(msg):
             return exception_of(line)
         out: list[Observation] = []
         body = probe_lines.payload(msg)
@@ -78,14 +90,14 @@ class Classifier:
             if m:
                 out.append(Observation("marker", line, "marker", {k: v for k, v in m.groupdict().items()}))
         out += self._feature_dead(line, msg)
-        for row, rx, lit in self._warning_literals:
+        for row, lit in self._warning_literals:
             if lit and lit in msg:
-                m = rx.search(msg) if rx is not None else None
-                if rx is None or m:
+                m = regex(row.pattern).search(msg) if row.pattern is not None else None
+                if row.pattern is None or m:
                     out.append(Observation("warning", line, row.id, m.groupdict() if m else {}, warning=row))
-        for row, rx in self._landmarks:
+        for row in self._landmarks:
             if row.literal in msg:
-                m = rx.search(msg)
+                m = regex(row.pattern).search(msg)
                 if m:
                     out.append(Observation("landmark", line, row.id, m.groupdict(), landmark=row))
         if "Traceback (most recent call last)" in msg:

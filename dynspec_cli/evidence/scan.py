@@ -6,8 +6,9 @@ import os
 import select
 import stat
 import threading
-from dataclasses import dataclass
 from typing import BinaryIO, Optional, Protocol
+
+import msgspec
 
 from dynspec_cli.evidence.lines import lines_of
 from dynspec_cli.evidence.rules import Classifier, Observation
@@ -24,8 +25,7 @@ class Sink(Protocol):
     def feed(self, obs: Observation) -> None: ...
 
 
-@dataclass
-class Feeder:
+class Feeder(msgspec.Struct, dict=True):
     """Splits a byte stream into lines, classifies them and hands the observations to `sink`,
     keeping line numbers and offsets. A trailing partial line is held until its newline arrives
     (or `flush`). `no` and `offset` start where the bytes start in the file (a launch watched from

@@ -8,19 +8,18 @@ removed by evidence/lines.py first."""
 from __future__ import annotations
 
 import ast
-import functools
 import re
-import tomllib
 from typing import Any, Optional
 
-from dynspec_cli.evidence.commands import CONFIGS, CommandReader
+from dynspec_cli.evidence import detect
+from dynspec_cli.evidence.commands import CommandReader
 from dynspec_cli.evidence.lines import Line
 from dynspec_cli.evidence.rules import LAUNCH_PREFIX, PROBE_PREFIX, Observation, exception_of
 from dynspec_cli.knowledge.features import Feature
 from dynspec_cli.knowledge.vllm import VllmKnowledge
 
-_PROC = re.compile(r"^\((?P<proc>[A-Za-z][\w]*?)(?:_(?P<role>DP|TP|PP|EP)(?P<rank>\d+))?(?: rank=(?P<wrank>\d+))? pid=(?P<pid>\d+)(?:, ip=[\d.:a-fA-F]+)?\) ?")
-_VLLM_PREFIX = re.compile(r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) (?P<ts>\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?) \[?(?P<src>[\w./<>-]+):(?P<lineno>\d+)\] ?")
+_PROC = re.compile(detect.VLLM_PROC)
+_VLLM_PREFIX = re.compile(detect.VLLM_PREFIX)
 _FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<lineno>\d+), in (?P<function>[\w<>]+)')
 _SPEC = re.compile(r"speculative_config=(?:None\b|SpeculativeConfig\((?P<body>[^()]*(?:\([^()]*\)[^()]*)*)\))")
 _KV = re.compile(r"(\w+)=('(?:[^'\\]|\\.)*'|[^,]*)")
@@ -29,15 +28,6 @@ _NON_DEFAULT = re.compile(r"non-default args: (?P<args>\{.*\})\s*$")
 _STATS = re.compile(r"Avg prompt throughput: [\d.]+ tokens/s, Avg generation throughput: (?P<gen>[\d.]+) tokens/s")
 _API_VERSION = re.compile(r"vLLM API server version (?P<version>\S+)")
 
-
-
-@functools.lru_cache(maxsize=None)
-def _detect() -> tuple[list[re.Pattern], int, list[re.Pattern], frozenset]:
-    """configs/vllm/detect.toml and configs/sglang/detect.toml: what tells the engines apart."""
-    v = tomllib.loads((CONFIGS / "vllm" / "detect.toml").read_text())
-    sg = tomllib.loads((CONFIGS / "sglang" / "detect.toml").read_text())
-    return ([re.compile(p) for p in v["strong"]], int(v["prefixed"]), [re.compile(p) for p in sg["strong"]],
-            frozenset(sg["files"]))
 
 
 def normalize(line: Line) -> Line:
@@ -154,31 +144,3 @@ class VllmClassifier:
         if runner_src:
             out.append(Observation("landmark", line, "runner-source", {"runner": runner_src, "src": src}))
         return out or exception_of(line)
-
-
-def looks_like_vllm(head: list[str]) -> bool:
-    """True when the first lines of a log were written by vLLM (for `--engine auto`): the first
-    line only one engine writes decides; else enough lines with vLLM's prefix, unless the prefix
-    names an sglang file."""
-    from dynspec_cli.evidence.lines import _WRAPPERS, strip_noise
-
-    vllm_strong, enough, sglang_strong, sglang_files = _detect()
-    outer = [w for w in _WRAPPERS if "pid=" not in w.pattern]  # docker compose, Kubernetes, docker logs -t
-    prefixed = 0
-    for raw in head:
-        text = strip_noise(raw)
-        for w in outer:
-            m = w.match(text)
-            if m and m.end() < len(text):
-                text = text[m.end():]
-        if any(p.search(text) for p in sglang_strong):
-            return False
-        if any(p.search(text) for p in vllm_strong):
-            return True
-        m = _PROC.match(text)
-        pm = _VLLM_PREFIX.match(text[m.end():] if m else text)
-        if pm:
-            if pm.group("src").rsplit("/", 1)[-1] in sglang_files:
-                return False
-            prefixed += 1
-    return prefixed >= enough

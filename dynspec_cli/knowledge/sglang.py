@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass
+from pathlib import Path
 from typing import Iterable, Optional
+
+import msgspec
 
 from dynspec_cli.knowledge import tables
 
@@ -17,15 +19,13 @@ _TRUE = {"true", "1", "yes", "y"}
 _FALSE = {"false", "0", "no", "n"}
 
 
-@dataclass(frozen=True)
-class WorkerChoice:
+class WorkerChoice(msgspec.Struct, frozen=True):  # msgspec Structs, not dataclasses: a dataclass costs `verify` ~0.7 ms of start-up to build
     module: Optional[str]  # under sglang.srt.speculative
     cls: Optional[str]
     error: Optional[str] = None
 
 
-@dataclass(frozen=True)
-class OverlapOutcome:
+class OverlapOutcome(msgspec.Struct, frozen=True):
     overlap: Optional[bool]
     warning: Optional[str]  # id in warnings.toml
     reason: Optional[str] = None
@@ -312,4 +312,4 @@ class Knowledge:
 def knowledge() -> Knowledge:
     """The tables, loaded and validated once per change of configs/sglang (tables.cached)."""
     d = tables.configs_dir() / "sglang"
-    return tables.cached("knowledge", sorted(d.glob("*.toml")), Knowledge)
+    return tables.cached("knowledge", [*sorted(d.glob("*.toml")), Path(__file__)], Knowledge)  # this file: what is pickled

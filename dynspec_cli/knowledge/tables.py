@@ -2,6 +2,8 @@
 table fails with the file, the key path and the problem)."""
 from __future__ import annotations
 
+import functools
+import re
 import sys
 from pathlib import Path
 from typing import Any, Literal, Union
@@ -20,6 +22,11 @@ def configs_dir() -> Path:
         if (candidate / "sglang").is_dir():
             return candidate
     raise ConfigError(f"dynspec's configs/ folder was not found next to {here}")
+
+
+# A regex of the tables, compiled the first time a line needs it and kept: a run meets few of the
+# ~100 patterns, and compiling them all took longer than judging a short log.
+regex = functools.lru_cache(maxsize=None)(re.compile)
 
 
 def load_toml(path: Path, into: type, where: str | None = None) -> Any:

@@ -4,8 +4,6 @@ writes only the launch's `ClaimEvidence`; what the evidence says about the launc
 (a frame of the loop that ran, a served request after a traceback) goes through their methods."""
 from __future__ import annotations
 
-import json
-import shlex
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -62,6 +60,8 @@ def observe(ev: ClaimEvidence, life: Life, config: Config, obs: Observation) -> 
     if obs.kind == "launch":  # the DYNSPEC-LAUNCH header: the command dynspec itself started
         argv = _header_argv(obs.data.get("json"))
         if argv:
+            import shlex  # (here: only a log that dynspec launched has the header)
+
             ev.command_line = line
             for dest, value in parse_flags(shlex.join(argv)).items():
                 ev.requested[dest] = (value, line)
@@ -124,6 +124,8 @@ def adopt_command(ev: ClaimEvidence, new: ClaimEvidence) -> None:
 
 
 def _header_argv(text: Optional[str]) -> Optional[list[str]]:
+    import json
+
     try:
         head = json.loads(text or "")
     except ValueError:

@@ -4,7 +4,6 @@ classifier (log lines -> observations) and a judge (observations -> Verdict); th
 following, reporting and exit codes are shared.
 
     name                      "sglang" | "vllm"
-    detect(head) -> bool      do these first lines of a log come from this engine?
     knowledge()               the engine's validated tables (cached)
     classifier(feature)       an object with .classify(Line) -> list[Observation]
     judge(feature, patched, version)
@@ -14,20 +13,24 @@ following, reporting and exit codes are shared.
                               the engine's preflight (verdict "reachable" | "dead" | "unknown")
     preflight_text            the preflight result as plain text, or None (the sglang report renders it)
 
+DETECT[name]: the function that tells from a log's first lines whether this engine wrote it, as
+"module:function" of a module that loads none of the engine's rules (`--engine auto` on an sglang
+log imports nothing of vLLM's).
+
 SERVING[name] (plain data, no import of the engine's judge): how `dynspec launch` starts the engine's
 server and asks whether it is ready.
 """
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
 from typing import Callable, Optional
+
+import msgspec
 
 HEAD_LINES = 200  # `--engine auto` reads at most this many lines (and 256 KB) of the log's start
 
 
-@dataclass(frozen=True)
-class Serving:
+class Serving(msgspec.Struct, frozen=True):  # msgspec Structs, not dataclasses: a dataclass costs `verify` ~0.7 ms of start-up to build
     """How a profile of this engine is started and when its server is ready (run/profiles.py,
     run/watch.py): `python -m MODULE *COMMAND [MODEL_FLAG] MODEL --port P --flag value ...`."""
 
@@ -47,10 +50,8 @@ SERVING = {
 }
 
 
-@dataclass(frozen=True)
-class Engine:
+class Engine(msgspec.Struct, frozen=True):
     name: str
-    detect: Callable[[list[str]], bool]
     knowledge: Callable[[], object]
     classifier: Callable[..., object]
     judge: Callable[..., object]
@@ -65,7 +66,7 @@ def _sglang() -> Engine:
     from dynspec_cli.verdict.judge import Judge
 
     return Engine(
-        "sglang", lambda head: True, knowledge,
+        "sglang", knowledge,
         lambda feature: Classifier(knowledge(), feature),
         lambda feature, patched=None, version=None: Judge(knowledge(), feature, patched_classes=patched, sglang_version=version),
         lambda host, python, feature, flags, env, patched=None: preflight.run(host, python, feature, flags, env,
@@ -73,13 +74,13 @@ def _sglang() -> Engine:
 
 
 def _vllm() -> Engine:
-    from dynspec_cli.evidence.vllm_rules import VllmClassifier, looks_like_vllm
+    from dynspec_cli.evidence.vllm_rules import VllmClassifier
     from dynspec_cli.knowledge.vllm import knowledge
     from dynspec_cli.verdict import vllm_preflight
     from dynspec_cli.verdict.vllm_judge import VllmJudge
 
     return Engine(
-        "vllm", looks_like_vllm, knowledge,
+        "vllm", knowledge,
         lambda feature: VllmClassifier(knowledge(), feature),
         lambda feature, patched=None, version=None: VllmJudge(knowledge(), feature, patched_classes=patched, engine_version=version),
         lambda host, python, feature, flags, env, patched=None: vllm_preflight.run(host, python, feature, flags, env),
@@ -88,7 +89,7 @@ def _vllm() -> Engine:
 
 _FACTORIES: dict[str, Callable[[], Engine]] = {"sglang": _sglang, "vllm": _vllm}
 # Tried in this order by `auto`; sglang is the fallback (its lines have no single fixed prefix).
-DETECT_ORDER = ("vllm",)
+DETECT = {"vllm": "dynspec_cli.evidence.detect:looks_like_vllm"}
 NAMES = ("sglang", "vllm", "auto")
 SERVER_ENGINES = ("sglang", "vllm")  # what a profile's `engine` may say
 
@@ -105,8 +106,9 @@ def get(name: str) -> Engine:
 
 
 def detect(head: list[str]) -> str:
-    for name in DETECT_ORDER:
-        if get(name).detect(head):
+    for name, where in DETECT.items():
+        module, function = where.split(":")
+        if getattr(importlib.import_module(module), function)(head):
             return name
     return "sglang"
 

@@ -10,7 +10,6 @@ them only through the part's methods.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -73,6 +72,8 @@ class Config:
     def read_header(self, k: Knowledge, text: Any, line: Line) -> None:
         """The command dynspec started: what was asked for (a later server_args dump says what
         sglang made of it, and wins)."""
+        import json  # (here: only a log that dynspec launched has the header)
+
         try:
             self.header = json.loads(text)
         except (ValueError, TypeError):

@@ -12,7 +12,6 @@ read now) and the tests. Three entry points, one per shape of input:
 from __future__ import annotations
 
 import os
-import queue
 import threading
 import time
 from typing import BinaryIO, Callable, Iterable, Optional
@@ -157,6 +156,8 @@ def judge_stream(events: Iterable, pipeline: Pipeline, *, timeout: Optional[floa
     where why is "decided", "timeout", "ended" (the event stream ended) or "tick" (on_tick
     decided). `on_tick(verdict, quiet_seconds)` runs about every `tick_every` s (liveness checks
     etc.); returning a verdict ends the loop with it."""
+    import queue  # (here: `verify` of a whole file never follows)
+
     q: "queue.Queue" = queue.Queue(maxsize=4096)
     stop = threading.Event()
 

@@ -4,8 +4,9 @@ Unknowns are expanded, not guessed: an unknown algorithm, overlap setting or mul
 makes every possibility a candidate, and a conclusion holds only if it holds for all of them."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Iterable, Optional
+
+import msgspec
 
 from dynspec_cli.knowledge.sglang import Knowledge, WorkerChoice
 
@@ -13,16 +14,15 @@ SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "STANDALONE", "NGRAM", "DFLASH", "FROZEN_K
 _NOT_WORKERS = {"TpModelWorker", "BaseSpecWorker", "BaseDraftWorker", "object"}
 
 
-@dataclass
-class WorkerAnalysis:
+class WorkerAnalysis(msgspec.Struct, dict=True):
     candidates: dict[WorkerChoice, int]  # worker -> releases giving it
     display: Optional[WorkerChoice]  # the class to name (unique, or common base of all)
     display_note: str = ""
     patched_on_path: Optional[bool] = None  # True: every candidate has a patched class in its MRO
-    errors: list[str] = field(default_factory=list)  # dispatch raises instead
+    errors: list[str] = []  # dispatch raises instead
     # candidate -> (patched class, method, the class whose override skips it): the patched
     # class is in its MRO, but the patched method never runs (configs/sglang/modules.toml overrides)
-    method_blocked: dict[WorkerChoice, tuple[str, str, str]] = field(default_factory=dict)
+    method_blocked: dict[WorkerChoice, tuple[str, str, str]] = {}
 
 
 def analyze(k: Knowledge, mask: int, algorithms: Iterable[str] | None, overlap: Optional[bool],
