@@ -73,6 +73,8 @@ def find_patched_files(host: Host, python: str, feature, argv: list[str]) -> tup
     from dynspec_cli.verdict import preflight
 
     facts = preflight.inspect(host, python, feature, list(argv[3:]), {})
+    if feature.plugin is not None:
+        return _plugin_files(facts, feature)
     hits = (facts.get("marker") or {}).get("hits") or []
     files = sorted({h["file"] for h in hits if h.get("file")})
     if files:
@@ -82,6 +84,17 @@ def find_patched_files(host: Host, python: str, feature, argv: list[str]) -> tup
         why = facts.get("error") or f"{python} on {host.name} cannot import sglang"
         return [], f"no patched file found ({why}); pass --patched-file PATH"
     return [], f"no file under the imported sglang holds {feature.marker.literal!r}; pass --patched-file PATH"
+
+
+def _plugin_files(facts: dict, feature) -> tuple[list[str], str]:
+    """A plugin's code and the metadata that makes sglang load it: what the entry point resolves to."""
+    disc = (facts.get("plugin") or {}).get("discovery") or {}
+    if disc.get("loaded") is None:
+        return [], f"no distribution declares entry point {feature.plugin.entry_point!r}; pass --patched-file PATH"
+    c = disc["candidates"][disc["loaded"]]
+    files = sorted(set(c.get("files") or []) | set(c.get("metadata_files") or []))
+    return files, f"plugin {feature.plugin.entry_point!r}: {c.get('distribution')} {c.get('version')} ({c.get('metadata')}), " \
+                  "its code and metadata"
 
 
 def slurm_server(login: Host, srec: SlurmRecord) -> dict[str, Any]:

@@ -393,7 +393,7 @@ class Judge:
         for p in sorted(pr.procs.values(), key=lambda p: (str(p["rank"]), p["pid"] or 0)):
             if p["role"] in ("scheduler",) or p["worker"] or p["hits"]:
                 ranks.append({"pid": p["pid"], "role": p["role"], "rank": p["rank"],
-                              "worker": (p["worker"] or {}).get("class"), "hits": p["hits"]})
+                              "worker": (p["worker"] or {}).get("class"), "hits": p["hits"], "loaded": p["loaded"]})
         if pr.unpatched_worker is not None:
             w, line = pr.unpatched_worker
             findings.append(Finding("DS310", f"process reported {w.get('class')} ({w.get('module')}); MRO {' > '.join(w.get('mro') or [])} holds no patched class.",
@@ -411,6 +411,12 @@ class Judge:
         scheds = [r for r in ranks if r["role"] == "scheduler" or r["worker"]]
         without = [r for r in scheds if not r["hits"]]
         proven = bool(pr.instrumented and scheds and not without) or (not pr.instrumented and bool(la.markers))
+        skipped = [r for r in scheds if r["worker"] and not r["loaded"]]
+        if self.feature.plugin is not None and pr.targets and skipped:
+            # (load_plugins() runs first in run_scheduler_process: a built worker without the plugin's
+            # module imported means sglang did not load the plugin in that process)
+            findings.append(Finding("DS315", f"plugin {self.feature.plugin.entry_point!r} not loaded in " + ", ".join(
+                f"pid {r['pid']}" + (f" rank {r['rank']}" if r["rank"] else "") for r in skipped) + "."))
         if not pr.instrumented and (pr.errors or la.life.ready is not None or la.markers) and forced_verdict(findings, "log") != "dead":
             # Not news on a dead path (nothing patched is loaded) or before the worker was built
             # (a launch that crashed in weight loading never imported the patched module).

@@ -266,11 +266,12 @@ class ProbeState:
     other_file: Optional[tuple[dict, Line]] = None
     instrumented: bool = False
     errors: int = 0
+    targets: int = 0  # how many patched targets the probe was given
     first_hit: Optional[Line] = None
 
     def proc(self, ev: dict) -> dict[str, Any]:
         p = self.procs.setdefault(int(ev.get("pid", 0)), {"pid": ev.get("pid"), "role": None, "rank": None,
-                                                          "worker": None, "hits": 0})
+                                                          "worker": None, "hits": 0, "loaded": False})
         if ev.get("role") and ev.get("role") != "other":
             p["role"] = ev["role"]
         if ev.get("rank"):
@@ -285,10 +286,13 @@ class ProbeState:
         self.seen = True
         p = self.proc(ev)
         kind = ev.get("event")
+        if kind == "start" and isinstance(ev.get("targets"), int):
+            self.targets = max(self.targets, ev["targets"])
         if kind == "sglang" and isinstance(ev.get("version"), str):
             self.version, self.version_line = ev["version"], line
         elif kind == "module":
             for t in ev.get("targets") or []:
+                p["loaded"] = True  # this process imported a patched module (a plugin's: the plugin loaded)
                 if t.get("status") == "instrumented":
                     self.instrumented = True
                 elif t.get("status") == "other-file" and self.other_file is None:

@@ -83,6 +83,9 @@ def _candidate(dist, ep, literal, pattern):
            "kind": "egg-info" if path and path.endswith(".egg-info") else "dist-info", "value": value,
            "module": module, "attr": attr or None, "module_file": None, "attr_found": None, "files": [],
            "marker_hits": []}
+    # the metadata that decides what sglang loads (which entry point, which version): pinned with the code
+    rec["metadata_files"] = [os.path.join(path, f) for f in ("entry_points.txt", "METADATA", "PKG-INFO", "RECORD")
+                             if path and os.path.isfile(os.path.join(path, f))]
     origin, is_pkg = _find_module(module)
     rec["module_file"] = origin
     if origin is None:

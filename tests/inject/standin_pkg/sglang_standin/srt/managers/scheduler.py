@@ -29,6 +29,9 @@ class Scheduler:
 
 def run_scheduler_process(server_args, port_args, gpu_id, tp_rank, moe_ep_rank, pp_rank, dp_rank, pipe_writer,
                           hold=None):
+    from sglang_standin.srt.plugins import load_plugins
+
+    load_plugins()  # first, as sglang's run_scheduler_process (0.5.11+)
     scheduler = Scheduler(server_args, gpu_id, tp_rank)
     out = scheduler.event_loop()
     pipe_writer.send({"status": "ready-%d" % tp_rank, "steps": len(out)})
