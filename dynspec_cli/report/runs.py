@@ -115,10 +115,12 @@ class LaunchScreen:
             else:
                 render_preflight(result, self.out)
 
-    def started(self, host, rec, prof) -> None:
+    def started(self, p, rec) -> None:
+        """`p`: the host placement (place/host.py) that started `rec`."""
         if not self.json_out:
             from dynspec_cli.run.profiles import shown_command
 
+            host, prof = p.host, p.prof
             self.out.print(f"[bold]started[/] {prof.name} on {host.name}: pid {rec.pid}, log {rec.log}")
             self.out.print(f"  [dim]{shown_command(prof.argv(), prof.env)}[/]")
         self.display.__enter__()
