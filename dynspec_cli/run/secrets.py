@@ -47,11 +47,3 @@ def split_secrets(argv: Sequence[str], word: Callable[[int], str]) -> tuple[list
 
 def redact_argv(argv: Sequence[str]) -> list[str]:
     return split_secrets(argv, lambda n: MASK)[0]
-
-
-def scrub(text: str, env: Mapping[str, str]) -> str:
-    """Remove secret values from a text (e.g. a log line echoing the command)."""
-    for k, v in env.items():
-        if is_secret(k) and v and len(v) >= 4:
-            text = text.replace(v, MASK)
-    return text

@@ -65,11 +65,6 @@ class DropLog:
         with self._lock:
             self._listeners.append(fn)
 
-    def remove_listener(self, fn: Listener) -> None:
-        with self._lock:
-            if fn in self._listeners:
-                self._listeners.remove(fn)
-
     def lost(self, generation: int | None, what: str, detail: str = "") -> None:
         with self._lock:
             if generation is not None and generation <= self._last_generation:

@@ -93,10 +93,6 @@ class Pipeline:
         return la.last_line if la else None
 
 
-def make_pipeline(feature: Feature, patched: Optional[list[str]] = None, version: Optional[str] = None) -> Pipeline:
-    return Pipeline(feature, patched, version)
-
-
 def judge_bytes(data: bytes, feature: Feature, patched: Optional[list[str]] = None,
                 version: Optional[str] = None) -> Verdict:
     p = Pipeline(feature, patched, version)
