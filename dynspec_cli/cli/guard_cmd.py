@@ -73,11 +73,12 @@ def guard(
             raise typer.Exit(REFUSED)
         target = _target(host_obj, doc)
         feature = load_feature(doc.get("feature"))
-        threshold = int((doc.get("prove") or {}).get("threshold"))
+        th = (doc.get("prove") or {}).get("threshold")
+        threshold = int(th) if th is not None else None
         target.api_key, target.api_key_source = _api_key(api_key_env, target)
-        ranks = _ranks(target.record.argv if target.record else [])
+        ranks = _ranks(target.record.argv if target.record else [], feature.engine)
         err.print(f"dynspec guard: gate ok — {summary}")
-        err.print(f"dynspec guard: watching {target.label}: windows of {window:g} s, threshold {threshold}, "
+        err.print(f"dynspec guard: watching {target.label}: windows of {window:g} s, threshold {'none' if threshold is None else threshold}, "
                   f"{len(ranks)} DP rank(s); the report follows the benchmark's output")
         g = Guard(target, feature, doc, threshold=threshold, window=window, hold=invalid_after, ranks=ranks,
                   on_window=lambda w: _live(err, w)).run(list(command))
@@ -119,14 +120,17 @@ def _target(host, doc):
     return session.Target(host, rec.python or "python3", f"http://127.0.0.1:{rec.port}", rec.log, rec.log_offset, rec)
 
 
-def _ranks(argv: list[str]) -> list[str]:
-    """The scheduler streams to expect: one per DP rank (sglang tags their lines DP0, DP1, ...)."""
+def _ranks(argv: list[str], engine: str = "sglang") -> list[str]:
+    """The streams to expect: one per DP rank (sglang tags their lines DP0, DP1, ...; vLLM names
+    each engine, `Engine 001:`, and labels its /metrics engine="1")."""
     from dynspec_cli.prove.plan import threshold_from_argv
+    from dynspec_cli.verdict.engines import SERVING
 
+    serving = SERVING[engine]
     dp = 1
-    for flag in ("--dp-size", "--dp", "--data-parallel-size"):
+    for flag in serving.dp_flags:
         dp = threshold_from_argv(argv, flag) or dp
-    return [f"DP{i}" for i in range(dp)] if dp > 1 else [""]
+    return [f"{serving.rank_label[1]}{i}" for i in range(dp)] if dp > 1 else [""]
 
 
 def register(app: typer.Typer) -> None:

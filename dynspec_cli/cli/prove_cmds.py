@@ -163,7 +163,7 @@ def _prove(target, feat, out, json_out, threshold, steps, duration, max_requests
                   f"{f' ({rr[0]}–{rr[1]})' if rr and rr[0] != rr[1] else ''}, speculation {s.speculation} → {s.outcome}[/]")
 
     if not json_out:
-        out.print(f"[bold]proving[/] {feat.name} on {target.label}: threshold {th} (from {source}), "
+        out.print(f"[bold]proving[/] {feat.name} on {target.label}: threshold {'none' if th is None else th} (from {source}), "
                   f"steps {', '.join(map(str, plan.steps))}, {plan.duration:g} s / ≤{plan.max_requests or '∞'} requests each")
     session.Prover(target, feat, plan, on_start=on_start, on_step=on_step).run(proof)
     doc = proof.to_json()

@@ -25,7 +25,11 @@ _SPEC = re.compile(r"speculative_config=(?:None\b|SpeculativeConfig\((?P<body>[^
 _KV = re.compile(r"(\w+)=('(?:[^'\\]|\\.)*'|[^,]*)")
 _INT_FIELD = re.compile(r"\b(tensor_parallel_size|pipeline_parallel_size|data_parallel_size)=(\d+)")
 _NON_DEFAULT = re.compile(r"non-default args: (?P<args>\{.*\})\s*$")
-_STATS = re.compile(r"Avg prompt throughput: [\d.]+ tokens/s, Avg generation throughput: (?P<gen>[\d.]+) tokens/s")
+# LoggingStatLogger.log (vllm/v1/metrics/loggers.py): "Engine 000: Avg prompt throughput: %.1f tokens/s, Avg
+# generation throughput: %.1f tokens/s, Running: %d reqs, ..."; its SpecDecoding metrics line follows it at once
+# (same log_fn), so that line is this engine's. V0's metrics.py line has no engine prefix.
+_STATS = re.compile(r"(?:Engine (?P<engine>\d+): )?Avg prompt throughput: [\d.]+ tokens/s, Avg generation throughput: "
+                    r"(?P<gen>[\d.]+) tokens/s(?:, Running: (?P<running>\d+) reqs)?")
 _API_VERSION = re.compile(r"vLLM API server version (?P<version>\S+)")
 
 
@@ -138,7 +142,8 @@ class VllmClassifier:
             out.append(Observation("landmark", line, "api-version", {"version": m.group("version")}))
         m = _STATS.search(msg)
         if m:
-            out.append(Observation("landmark", line, "engine-stats", {"gen": float(m.group("gen"))}))
+            out.append(Observation("landmark", line, "engine-stats", {"gen": float(m.group("gen")), "engine": _int(m.group("engine")),
+                                                                      "running": _int(m.group("running"))}))
         if "Traceback (most recent call last)" in msg:
             out.append(Observation("traceback", line, "traceback"))
         if runner_src:

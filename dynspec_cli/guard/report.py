@@ -115,7 +115,7 @@ def render(doc: dict[str, Any], g: Guarded, out: Console) -> None:
     head = ("[bold green]✓ VALID[/] — speculation was live and behaved as proven throughout" if ok else
             "[bold red]✗ INVALID[/] — the benchmark's numbers do not measure the proven server")
     out.print(f"{head}  [dim](run {escape(doc['run'])}, feature {escape(doc['feature'])}, threshold "
-              f"{doc['threshold']}, {len(g.windows)} windows of {doc['window_s']:g} s; benchmark exited "
+              f"{'none' if doc['threshold'] is None else doc['threshold']}, {len(g.windows)} windows of {doc['window_s']:g} s; benchmark exited "
               f"{b['exit_code']} after {b['seconds']:.1f} s)[/]")
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, expand=False)
     for col in ("window", "time", "state", "rank", "batch", "accept len", "spec", "expected", "counters tok/verify"):

@@ -16,14 +16,14 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from dynspec_cli import inject
-from dynspec_cli.evidence.rules import Classifier, Observation
+from dynspec_cli.evidence.rules import Observation
 from dynspec_cli.evidence.scan import Feeder
 from dynspec_cli.guard import windows as W
 from dynspec_cli.knowledge.features import Feature
-from dynspec_cli.knowledge.sglang import knowledge
 from dynspec_cli.prove import receipt as receipts
-from dynspec_cli.prove.observations import Decode
+from dynspec_cli.prove.observations import Decode, DecodeLines, classifier
 from dynspec_cli.prove.session import Target
+from dynspec_cli.verdict import engines
 
 SCRAPER = inject.script("scraper.py")
 # The benchmark runs through this: it asks the kernel to SIGTERM it if dynspec dies (kill -9
@@ -36,10 +36,6 @@ SHIM = ("import ctypes,os,signal,sys\n"
         "except OSError as e:sys.stderr.write('dynspec guard: %s: %s\\n'%(sys.argv[2],e.strerror));os._exit(126)\n")
 
 
-def rank_label(ranks: dict[str, int]) -> str:
-    return f"DP{ranks['DP']}" if "DP" in ranks else ""
-
-
 class LogTap:
     """Follows the server's log and keeps what the windows need, as it arrives."""
 
@@ -50,41 +46,44 @@ class LogTap:
         self.served = 0
         self.events: list[W.Event] = []
         self.last: dict[str, int] = {}  # rank -> running batch of its previous line (steady lines)
-        self.feeder = Feeder(Classifier(knowledge(), feature), self, offset=offset, numbered=False)
+        self.lines = DecodeLines(feature.engine)
+        self.serving = engines.SERVING[feature.engine]
+        self.knowledge = engines.get(feature.engine).knowledge()
+        self.feeder = Feeder(classifier(feature), self, offset=offset, numbered=False)
         self.follow = None
         self.error: Optional[str] = None
 
     def feed(self, obs: Observation) -> None:  # the Feeder's sink
         line = obs.line
-        if obs.kind == "landmark" and obs.id == "decode-batch":
-            try:
-                running = int(obs.data["running"])
-            except (KeyError, ValueError):
-                return
-            label = rank_label(line.ranks)
-            d = Decode(running, _float(obs.data.get("accept_len")), _float(obs.data.get("accept_rate")), "log",
-                       line.text[:300], line.offset)
+        with self.lock:  # a vLLM SpecDecoding line completes a Decode already taken by a window
+            got = self.lines.feed(obs)
+        if got is not None:
+            label, d = got
+            d.seen = time.time()
             with self.lock:
-                d.stable = self.last.get(label) == running
-                self.last[label] = running
+                d.stable = self.last.get(label) == d.running
+                self.last[label] = d.running
                 self.decode.append((label, d))
         elif obs.kind == "landmark" and obs.id in ("prefill-batch", "served-request"):
             with self.lock:
                 self.served += 1
-        elif obs.kind == "landmark" and obs.id == "server-args-dump" or obs.kind == "launch":
+        elif obs.kind == "landmark" and obs.id in self.serving.startup or obs.kind == "launch":
             self._event("restarted", "the log shows a new start-up of the server (its server_args dump) while "
                                      "the benchmark ran", line.text)
-        elif obs.kind == "landmark" and obs.landmark is not None and obs.landmark.crash and obs.landmark.decisive:
-            self._event("died", f"the server crashed ({obs.landmark.crash})", line.text)
+        elif obs.kind == "landmark" and _crash(self.knowledge, obs):
+            self._event("died", f"the server crashed ({_crash(self.knowledge, obs)})", line.text)
 
     def _event(self, kind: str, message: str, text: Optional[str] = None, fatal: bool = True) -> None:
         with self.lock:
             self.events.append(W.Event(kind, message, fatal, (text or "")[:300] or None))
 
     def take(self) -> tuple[list[tuple[str, Decode]], int, list[W.Event]]:
-        with self.lock:
-            out = self.decode, self.served, self.events
-            self.decode, self.served, self.events = [], 0, []
+        with self.lock:  # a vLLM stats line waits (up to 2 s) for the SpecDecoding line logged right after it
+            now = time.time()
+            held = [(lb, d) for lb, d in self.decode if d.awaiting and now - d.seen < 2.0]
+            kept = {id(d) for _, d in held}
+            out = [x for x in self.decode if id(x[1]) not in kept], self.served, self.events
+            self.decode, self.served, self.events = held, 0, []
         return out
 
     def run(self) -> None:
@@ -111,8 +110,8 @@ class LogTap:
 class Scraper:
     """/metrics and /server_info samples, from inject/scraper.py on the server's host."""
 
-    def __init__(self, target: Target, every: float) -> None:
-        self.t, self.every = target, every
+    def __init__(self, target: Target, every: float, prefix: str = "sglang:") -> None:
+        self.t, self.every, self.prefix = target, every, prefix
         self.lock = threading.Lock()
         self.samples: list[dict[str, Any]] = []
         self.error: Optional[str] = None
@@ -125,7 +124,7 @@ class Scraper:
         return text.replace(line, f"API_KEY = {key!r}\n", 1) if key else text
 
     def run(self) -> None:
-        args = json.dumps({"base": self.t.base, "every": self.every})
+        args = json.dumps({"base": self.t.base, "every": self.every, "prefix": self.prefix})
         buf = b""
         try:
             self._stream = self.t.host.stream_python(self.t.python, self.text(), [args])
@@ -199,6 +198,7 @@ class Guard:
         self.t, self.feature, self.receipt = target, feature, receipt
         self.threshold, self.window, self.hold, self.ranks = threshold, window, hold, ranks
         self.expect_below = feature.expect.speculate_at_or_below_threshold
+        self.serving = engines.SERVING[feature.engine]
         self.on_window = on_window
         self.prev_sample: Optional[dict[str, Any]] = None
         self.startup_time = None
@@ -207,7 +207,7 @@ class Guard:
         t = self.t
         offset = t.host.size(t.log) or 0 if t.log else 0
         tap = LogTap(t, self.feature, offset) if t.log else None
-        scraper = Scraper(t, max(0.5, min(self.window / 2, 5.0)))
+        scraper = Scraper(t, max(0.5, min(self.window / 2, 5.0)), self.serving.metrics_prefix)
         child = Child(argv)
         out = Guarded(child)
         threads = [threading.Thread(target=x.run, name=type(x).__name__, daemon=True) for x in (tap, scraper) if x]
@@ -257,6 +257,7 @@ class Guard:
         if tap is not None:
             decode, w.served, w.events = tap.take()
             for label, d in decode:
+                label = "" if self.ranks == [""] else label  # one engine: its lines whatever they call it
                 w.ranks.setdefault(label, W.RankWindow(label)).decode.append(d)
         self.metrics(w, out, scraper.upto(end))
         self.identity(w)
@@ -275,9 +276,13 @@ class Guard:
         if out.metrics_available is None and chain:
             out.metrics_available = bool(with_metrics)
         if with_metrics:
-            w.counters = _deltas(with_metrics, w)
+            w.counters = _deltas(with_metrics, w, self.serving.counters)
             for s_labels, value in _series(with_metrics[-1], "sglang:spec_accept_length"):
-                r = w.ranks.get(_metric_rank(s_labels))
+                r = w.ranks.get(self.metric_rank(s_labels))
+                if r is not None:
+                    r.gauge_accept = value
+            for label, value in _vllm_accept(with_metrics).items():  # vLLM: per engine, from its counters
+                r = w.ranks.get(self.metric_rank({"engine": label}))
                 if r is not None:
                     r.gauge_accept = value
         errors = [s.get("metrics_error") for s in new if s.get("metrics_error") and "HTTP 404" not in s["metrics_error"]]
@@ -295,6 +300,10 @@ class Guard:
                                             "DP ranks have one: a client that reads internal_states[0] (sglang."
                                             "bench_serving's 'Accept length') reports none, or another rank's", False))
 
+    def metric_rank(self, labels: dict[str, str]) -> str:
+        name, prefix = self.serving.rank_label
+        return "" if self.ranks == [""] or name not in labels else f"{prefix}{labels[name]}"
+
     def identity(self, w: W.Window) -> None:
         """The proven server process is still the one running (the gate's own checks, each window;
         a Slurm run's are checked at the start and the end only: each costs an srun)."""
@@ -311,19 +320,28 @@ def _series(sample: dict[str, Any], name: str) -> list[tuple[dict[str, str], flo
     return [(labels, value) for n, labels, value in sample.get("metrics") or [] if n == name]
 
 
-def _metric_rank(labels: dict[str, str]) -> str:
-    return f"DP{labels['dp_rank']}" if "dp_rank" in labels else ""
+def _vllm_accept(samples: list[dict[str, Any]]) -> dict[str, float]:
+    """Per engine label, 1 + accepted / drafts between the first and last sample (vLLM's mean
+    acceptance length, SpecDecodingProm's docstring), where drafts were made."""
+    def per(sample, name):
+        return {lb.get("engine"): v for n, lb, v in sample.get("metrics") or [] if n == name}
+
+    a, b = samples[0], samples[-1]
+    d0, d1 = per(a, "vllm:spec_decode_num_drafts_total"), per(b, "vllm:spec_decode_num_drafts_total")
+    a0, a1 = per(a, "vllm:spec_decode_num_accepted_tokens_total"), per(b, "vllm:spec_decode_num_accepted_tokens_total")
+    return {e: 1 + (a1.get(e, 0) - a0.get(e, 0)) / (d1[e] - d0[e]) for e in d1
+            if e in d0 and d1[e] > d0[e] and a1.get(e, 0) >= a0.get(e, 0)}
 
 
-def _deltas(samples: list[dict[str, Any]], w: W.Window) -> dict[str, float]:
+def _deltas(samples: list[dict[str, Any]], w: W.Window, counters: tuple[str, ...]) -> dict[str, float]:
     """Per counter, the sum over its series of what it counted between the first and last sample;
     a series that went down was reset: counted from zero, as Prometheus' rate() does, and reported."""
-    out = {name: 0.0 for name in W.COUNTERS}
+    out = {name: 0.0 for name in counters}
     reset: dict[str, str] = {}
     for a, b in zip(samples, samples[1:]):
-        before = {(n, tuple(sorted(lb.items()))): v for n, lb, v in a["metrics"] if n in W.COUNTERS}
+        before = {(n, tuple(sorted(lb.items()))): v for n, lb, v in a["metrics"] if n in counters}
         for n, lb, v in b["metrics"]:
-            if n not in W.COUNTERS:
+            if n not in counters:
                 continue
             old = before.get((n, tuple(sorted(lb.items()))))
             if old is None:
@@ -337,6 +355,14 @@ def _deltas(samples: list[dict[str, Any]], w: W.Window) -> dict[str, float]:
         w.events.append(W.Event("counter-reset", f"the server's counters went down ({', '.join(reset.values())}): "
                                                  f"they were reset, so its cumulative figures no longer cover the run"))
     return {k: v for k, v in out.items() if v or any(k == n for s in samples for n, _, _ in s["metrics"])}
+
+
+def _crash(k, obs: Observation) -> Optional[str]:
+    """The crash a line proves (sglang: a decisive crash row; vLLM: a crash row of its log_lines.toml)."""
+    row = obs.landmark or getattr(k, "line_by_id", {}).get(obs.id)
+    if row is None or not getattr(row, "crash", None) or not getattr(row, "decisive", True):
+        return None
+    return row.crash
 
 
 def _float(v) -> Optional[float]:

@@ -26,8 +26,6 @@ HELD = ("collapsed", "silent")  # invalid once they hold for N windows in a row
 CODES = {"restarted": "DS701", "collapsed": "DS702", "silent": "DS703", "misbehaved": "DS704",
          "counter-reset": "DS705", "died": "DS706", "no-traffic": "DS707", "no-evidence": "DS703",
          "evidence-stopped": "DS703"}
-COUNTERS = ("sglang:generation_tokens_total", "sglang:num_requests_total", "sglang:spec_verify_calls_total",
-            "sglang:prompt_tokens_total")
 
 
 @dataclass
@@ -82,14 +80,17 @@ class Window:
 
     @property
     def traffic(self) -> bool:
-        gen = (self.counters or {}).get("sglang:generation_tokens_total") or 0
+        gen = sum(v for k, v in (self.counters or {}).items() if k.endswith(":generation_tokens_total"))
         return gen > 0 or self.served > 0 or any(r.decode for r in self.ranks.values())
 
     @property
     def tokens_per_verify(self) -> Optional[float]:
         """(generated - finished requests) / verify calls from the counters (sglang 0.5.13+): each
-        request's first token comes from prefill, without a verify."""
+        request's first token comes from prefill, without a verify; vLLM: 1 + accepted / drafts."""
         c = self.counters or {}
+        drafts = c.get("vllm:spec_decode_num_drafts_total")
+        if drafts:  # vLLM: mean acceptance length = 1 + accepted / drafts (SpecDecodingProm's docstring)
+            return 1 + (c.get("vllm:spec_decode_num_accepted_tokens_total") or 0) / drafts
         gen, ver = c.get("sglang:generation_tokens_total"), c.get("sglang:spec_verify_calls_total")
         if not gen or not ver:
             return None

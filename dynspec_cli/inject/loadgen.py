@@ -1,4 +1,4 @@
-"""dynspec load generator: bounded traffic against one sglang server, for `dynspec prove`.
+"""dynspec load generator: bounded traffic against one sglang or vLLM server, for `dynspec prove`.
 
 Runs inside someone else's interpreter (the server's host, sent as ``python - '<json>'`` over SSH or
 locally), so: stdlib only, Python 3.8+, nothing from dynspec. Prints exactly one JSON document on
@@ -20,6 +20,8 @@ Input: one JSON object as argv[1]::
     drain           float  seconds to wait for requests in flight after `duration` (default 30)
     sample_every    float  seconds between /metrics samples while loading (0 = none; default 0.25)
     info_keys       [str]  extra top-level /server_info keys to return (e.g. the feature's flag dest)
+    api             str    "sglang" (default: POST /generate, /server_info) or "openai" (a vLLM server:
+                           POST /v1/completions for the model /v1/models names, GET /version)
 
 The server's --api-key, when it has one, is not an input: dynspec writes it into the API_KEY line
 of this script's text, which travels on stdin, so it never shows on a command line (ps, /proc).
@@ -47,7 +49,10 @@ import urllib.request
 SCHEMA = "dynspec-loadgen/1"
 API_KEY = None  # replaced by dynspec in the text it sends (see the docstring)
 METRICS = ("sglang:spec_accept_length", "sglang:spec_accept_rate", "sglang:num_running_reqs",
-           "sglang:spec_verify_calls_total", "sglang:num_requests_total", "sglang:generation_tokens_total")
+           "sglang:spec_verify_calls_total", "sglang:num_requests_total", "sglang:generation_tokens_total",
+           # vLLM (vllm/v1/metrics/loggers.py, vllm/v1/spec_decode/metrics.py): summed over engine="N"
+           "vllm:num_requests_running", "vllm:generation_tokens_total", "vllm:spec_decode_num_drafts_total",
+           "vllm:spec_decode_num_accepted_tokens_total")
 META = ("completion_tokens", "spec_verify_ct", "spec_accept_length")
 _printed = threading.Lock()
 
@@ -106,7 +111,26 @@ def _get(url, timeout):
         return r.status, r.read()
 
 
-def server_info(base, keys, timeout=10.0):
+def openai_info(base, timeout=10.0):
+    """A vLLM server's model (the name requests must give) and version."""
+    try:
+        _, body = _get(base + "/v1/models", timeout)
+        models = json.loads(body.decode("utf-8", "replace")).get("data") or []
+    except urllib.error.HTTPError as e:
+        return {"endpoint": "/v1/models", "error": "HTTP %d" % e.code}
+    except Exception as e:  # noqa: BLE001
+        return {"endpoint": "/v1/models", "error": "%s: %s" % (type(e).__name__, e)}
+    out = {"endpoint": "/v1/models", "model": models[0].get("id") if models else None, "version": None}
+    try:
+        out["version"] = json.loads(_get(base + "/version", timeout)[1].decode("utf-8", "replace")).get("version")
+    except Exception:  # noqa: BLE001 - the version is a nicety
+        pass
+    return out
+
+
+def server_info(base, keys, timeout=10.0, api="sglang"):
+    if api == "openai":
+        return openai_info(base, timeout)
     for path in ("/server_info", "/get_server_info"):
         try:
             status, body = _get(base + path, timeout)
@@ -146,14 +170,17 @@ def metrics(base, timeout=5.0):
         return None
     out = {}
     for line in body.decode("utf-8", "replace").splitlines():
-        if not line.startswith("sglang:"):
+        if not line.startswith(("sglang:", "vllm:")):
             continue
         name = line.split("{", 1)[0].split(" ", 1)[0]
-        if name in METRICS and name not in out:  # first series (tp_rank 0)
-            try:
-                out[name] = float(line.rsplit(" ", 1)[1])
-            except (ValueError, IndexError):
-                pass
+        try:
+            value = float(line.rsplit(" ", 1)[1])
+        except (ValueError, IndexError):
+            continue
+        if name.startswith("vllm:") and name in METRICS:  # one series per engine: the server's sum
+            out[name] = out.get(name, 0.0) + value
+        elif name in METRICS and name not in out:  # first series (tp_rank 0)
+            out[name] = value
     return out
 
 
@@ -165,7 +192,10 @@ def worker(st, deadline):
     source = ({"input_ids": list(bytearray(prompt.encode("utf-8")))} if info.get("skip_tokenizer_init")
               else {"text": prompt})
     sampling = {"max_new_tokens": int(a.get("max_new_tokens") or 128), "temperature": 0, "ignore_eos": True}
-    body = json.dumps(dict(source, sampling_params=sampling)).encode("utf-8")
+    path, body = "/generate", json.dumps(dict(source, sampling_params=sampling)).encode("utf-8")
+    if a.get("api") == "openai":  # vLLM's OpenAI server; ignore_eos is one of its sampling extras
+        path, body = "/v1/completions", json.dumps({"model": info.get("model"), "prompt": prompt, "temperature": 0,
+                                                    "max_tokens": sampling["max_new_tokens"], "ignore_eos": True}).encode("utf-8")
     limit = int(a.get("max_requests") or 0)
     timeout = float(a.get("request_timeout") or 120)
     refused = 0
@@ -177,14 +207,14 @@ def worker(st, deadline):
             st.issued += 1
         rec = {"t0": time.time(), "t1": None, "status": None, "error": None}
         try:
-            req = urllib.request.Request(base + "/generate", data=body,
+            req = urllib.request.Request(base + path, data=body,
                                          headers=_headers({"Content-Type": "application/json"}))
             with urllib.request.urlopen(req, timeout=timeout) as r:
                 rec["status"] = r.status
                 doc = json.loads(r.read().decode("utf-8", "replace"))
             if isinstance(doc, list):
                 doc = doc[0] if doc else {}
-            meta = doc.get("meta_info") or {}
+            meta = doc.get("meta_info") or doc.get("usage") or {}
             for k in META:
                 if k in meta:
                     rec[k] = meta[k]
@@ -211,13 +241,30 @@ def worker(st, deadline):
             time.sleep(0.2)
 
 
+def _vllm_pair(m, before):
+    """(running, 1 + accepted / drafts) between two vLLM samples; 1.0 when tokens were generated
+    without a draft; None when nothing was generated."""
+    if not before:
+        return None
+    gen = m.get("vllm:generation_tokens_total", 0) - before.get("vllm:generation_tokens_total", 0)
+    drafts = m.get("vllm:spec_decode_num_drafts_total", 0) - before.get("vllm:spec_decode_num_drafts_total", 0)
+    acc = m.get("vllm:spec_decode_num_accepted_tokens_total", 0) - before.get("vllm:spec_decode_num_accepted_tokens_total", 0)
+    if gen <= 0:
+        return None
+    return (m["vllm:num_requests_running"], round(1 + acc / drafts, 4) if drafts > 0 else 1.0)
+
+
 def sampler(st, every):
-    base, last = st.args["base"], None
+    base, last, last_counts = st.args["base"], None, None
     while not st.stop.wait(every):
         m = metrics(base, timeout=max(every, 1.0))
         if not m:
             continue
         pair = (m.get("sglang:num_running_reqs"), m.get("sglang:spec_accept_length"))
+        if "vllm:num_requests_running" in m:  # vLLM: the mean acceptance length since the last sample
+            pair, last_counts = _vllm_pair(m, last_counts), m
+            if pair is None:
+                continue
         if pair != last and pair[0] is not None:
             with st.lock:
                 st.samples.append([round(time.time(), 3), pair[0], pair[1]])
@@ -238,7 +285,8 @@ def main(argv):
         base = args["base"].rstrip("/")
         args["base"] = base
         keys = list(args.get("info_keys") or [])
-        st.doc["server_info_before"] = server_info(base, keys)
+        api = args.get("api") or "sglang"
+        st.doc["server_info_before"] = server_info(base, keys, api=api)
         st.doc["metrics_before"] = metrics(base)
         if args.get("mode") == "info":
             st.finish("info")
@@ -258,7 +306,7 @@ def main(argv):
             st.stop_reason = st.stop_reason or "drain-timeout"
         st.stop_reason = st.stop_reason or "duration"
         st.stop.set()
-        st.doc["server_info_after"] = server_info(base, keys)
+        st.doc["server_info_after"] = server_info(base, keys, api=api)
         st.doc["metrics_after"] = metrics(base)
     except Exception as e:  # noqa: BLE001 - failure is data
         st.doc["ok"] = False

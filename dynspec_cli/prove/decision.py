@@ -175,8 +175,14 @@ class Step:
         }
 
 
-def expected_at(running: int, threshold: int, expect_below: bool) -> Optional[bool]:
-    if running > threshold:
+def is_above(running: Optional[int], threshold: Optional[int]) -> bool:
+    """Above the threshold; a feature without one (a vLLM speculator patch, say) has none."""
+    return threshold is not None and running is not None and running > threshold
+
+
+def expected_at(running: int, threshold: Optional[int], expect_below: bool) -> Optional[bool]:
+    """What the feature promises at this running batch; without a threshold, on at every batch."""
+    if is_above(running, threshold):
         return False
     return True if expect_below else None
 
@@ -185,7 +191,7 @@ def on_level(steps: list[Step], threshold: int) -> Optional[float]:
     """The accept length of speculating passes in this run: the median over groups that showed
     speculation at a running batch <= threshold (None: none did)."""
     vals = [g.accept_len for s in steps for g in s.groups
-            if g.running is not None and g.running <= threshold and g.on and g.accept_len is not None]
+            if g.running is not None and not is_above(g.running, threshold) and g.on and g.accept_len is not None]
     return statistics.median(vals) if vals else None
 
 
@@ -226,7 +232,7 @@ def judge_step(step: Step, threshold: int, expect_below: bool, level: Optional[f
         step.note = "no request completed"
         return
     on = step.tokens_per_verify is not None and step.tokens_per_verify > 1 + EPS
-    if step.concurrency <= threshold:
+    if not is_above(step.concurrency, threshold):
         step.groups.append(Group(None, 0, 0, step.tokens_per_verify, on, expected_at(step.concurrency, threshold, expect_below),
                                  True, "meta_info"))
         step.note = "no Decode batch lines: running batch taken as <= concurrency (meta_info only)"
@@ -267,9 +273,10 @@ def conclude(steps: list[Step], threshold: int, expect_below: bool, *, verdict: 
         g = max((g for st, g in failed if st is s), key=lambda g: (g.stable, g.lines))
         al = "no accept len" if g.accept_len is None else f"accept len {g.accept_len:.2f}"
         where = f"at running batch {g.running}" if g.running is not None else f"at concurrency {s.concurrency}"
-        side = "<=" if g.running is not None and g.running <= threshold else ">"
+        side = f"> threshold {threshold}" if is_above(g.running, threshold) else \
+            f"<= threshold {threshold}" if threshold is not None else "no threshold: on at every batch"
         if g.expected:
-            msg = f"{where} ({side} threshold {threshold}) speculation was off ({al}), expected on"
+            msg = f"{where} ({side}) speculation was off ({al}), expected on"
         else:
             msg = f"{where} (> threshold {threshold}) speculation stayed on ({al}), expected off"
         return Conclusion("fails", 1, msg + f" (step {s.index}, concurrency {s.concurrency})",
@@ -284,7 +291,7 @@ def conclude(steps: list[Step], threshold: int, expect_below: bool, *, verdict: 
     thin = [(s, g) for s in steps for g in s.groups if g.why and g.running is not None and g.running == s.running_mode]
     if thin:
         return _too_little(thin, threshold)
-    if not above:
+    if threshold is not None and not above:
         biggest = max(seen) if seen else None
         msg = (f"the running batch never exceeded the threshold (largest seen: {biggest}, threshold {threshold})"
                if biggest is not None else f"no evidence of the running batch above the threshold ({threshold})")
@@ -301,14 +308,17 @@ def conclude(steps: list[Step], threshold: int, expect_below: bool, *, verdict: 
                           "run `dynspec verify` on the log for what is missing")
     on = sorted({g.running for _, g in groups if g.on and g.running is not None})
     off = sorted({g.running for _, g in groups if g.on is False and g.running is not None})
+    if threshold is None:
+        return Conclusion("proven", 0, f"speculation on at every running batch seen ({_span(on)}); the feature has "
+                                       f"no threshold, so on is what it promises")
     msg = f"speculation on at running batch {_span(on) or '<= ' + str(threshold)}, off at {_span(off)} (threshold {threshold})"
     return Conclusion("proven", 0, msg)
 
 
 def _too_little(thin: list[tuple[Step, Group]], threshold: int) -> Conclusion:
     s, g = max(thin, key=lambda sg: (sg[1].lines, sg[1].running))
-    side = "<=" if g.running <= threshold else ">"
-    return Conclusion("inconclusive", 3, f"too little evidence at running batch {g.running} ({side} threshold {threshold}): "
+    side = "no threshold" if threshold is None else f"{'>' if is_above(g.running, threshold) else '<='} threshold {threshold}"
+    return Conclusion("inconclusive", 3, f"too little evidence at running batch {g.running} ({side}): "
                                          f"{g.why} (step {s.index}, concurrency {s.concurrency})",
                       "a longer run: raise --duration and --max-new-tokens (requests that outlive the server's "
                       "--decode-log-interval give lines at one batch)")

@@ -7,10 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from dynspec_cli.evidence.rules import Classifier, Observation
+from dynspec_cli.evidence.rules import Observation
 from dynspec_cli.evidence.scan import Feeder
 from dynspec_cli.knowledge.features import Feature
-from dynspec_cli.knowledge.sglang import knowledge
 
 
 @dataclass
@@ -24,6 +23,8 @@ class Decode:
     text: str = ""
     offset: Optional[int] = None  # byte offset of the line in the log
     stable: bool = False  # the previous line of the step showed the same running batch
+    awaiting: bool = False  # a vLLM stats line whose SpecDecoding metrics line has not come yet
+    seen: float = 0.0  # when guard read it (unix time)
 
     def to_json(self) -> dict[str, Any]:
         return {"running": self.running, "accept_len": self.accept_len, "accept_rate": self.accept_rate,
@@ -38,21 +39,55 @@ class LogSlice:
     bytes_read: int = 0
 
 
-class _Collector:
-    """A Feeder's sink that keeps decode and probe observations only."""
+class DecodeLines:
+    """Decode observations from either engine's classified lines, with the rank that logged them.
+    sglang: each `Decode batch` line (`#running-req`, `accept len`), its DP rank from the line's tag.
+    vLLM: each engine's stats line (`Engine 001: ... Running: N reqs`) is one, and the `SpecDecoding
+    metrics` line vLLM logs right after it gives its `Mean acceptance length`; a stats line with no
+    such line after it had no drafts in its interval (accept len none, counted as 1.00)."""
 
-    def __init__(self, out: LogSlice) -> None:
-        self.out = out
+    def __init__(self, engine: str = "sglang") -> None:
+        self.engine = engine
+        self.last: Optional[Decode] = None  # vLLM: the stats line waiting for its SpecDecoding line
 
-    def feed(self, obs: Observation) -> None:
-        if obs.kind == "landmark" and obs.id == "decode-batch":
-            d = obs.data
+    def feed(self, obs: Observation) -> Optional[tuple[str, Decode]]:
+        if obs.kind != "landmark":
+            return None
+        d = obs.data
+        if obs.id == "decode-batch":
             try:
                 running = int(d["running"])
             except (KeyError, ValueError):
-                return
-            self.out.decode.append(Decode(running, _float(d.get("accept_len")), _float(d.get("accept_rate")),
-                                          "log", obs.line.text[:400], obs.line.offset))
+                return None
+            label = f"DP{obs.line.ranks['DP']}" if "DP" in obs.line.ranks else ""
+            return label, Decode(running, _float(d.get("accept_len")), _float(d.get("accept_rate")), "log",
+                                 obs.line.text[:400], obs.line.offset)
+        if obs.id == "engine-stats":
+            if self.last is not None:
+                self.last.awaiting = False
+            self.last = None
+            if not d.get("running"):  # no running batch (or V0's line): nothing to judge at a batch
+                return None
+            self.last = Decode(int(d["running"]), None, None, "log", obs.line.text[:400], obs.line.offset, awaiting=True)
+            return f"engine {d['engine']}" if d.get("engine") is not None else "", self.last
+        if obs.id == "spec-metrics" and self.last is not None:
+            self.last.accept_len, self.last.awaiting = _float(d.get("accept_len")), False
+            self.last.text = (self.last.text + " | " + obs.line.text)[:600]
+            self.last = None
+        return None
+
+
+class _Collector:
+    """A Feeder's sink that keeps decode and probe observations only."""
+
+    def __init__(self, out: LogSlice, engine: str) -> None:
+        self.out = out
+        self.decode = DecodeLines(engine)
+
+    def feed(self, obs: Observation) -> None:
+        got = self.decode.feed(obs)
+        if got is not None:
+            self.out.decode.append(got[1])
         elif obs.kind == "probe":
             self.out.probe_lines += 1
             doc = obs.data.get("event")
@@ -62,17 +97,26 @@ class _Collector:
                 self.out.probe_hits[fn] = _max_count(self.out.probe_hits.get(fn), count)
 
 
+def classifier(feature: Feature):
+    from dynspec_cli.verdict import engines
+
+    return engines.get(feature.engine).classifier(feature)
+
+
 class LogReader:
     def __init__(self, feature: Feature) -> None:
-        self.classifier = Classifier(knowledge(), feature)
+        self.classifier = classifier(feature)
+        self.engine = feature.engine
 
     def read(self, data: bytes, start: int) -> LogSlice:
         """Observations in `data`, the log's bytes from offset `start` (a trailing partial line is
         judged too: the step is over)."""
         out = LogSlice(bytes_read=len(data))
-        feeder = Feeder(self.classifier, _Collector(out), offset=start, numbered=False)
+        feeder = Feeder(self.classifier, _Collector(out, self.engine), offset=start, numbered=False)
         feeder.feed(data)
         feeder.flush()
+        for d in out.decode:
+            d.awaiting = False
         mark_stable(out.decode)
         return out
 

@@ -20,8 +20,8 @@ class PlanError(Exception):
 
 @dataclass(frozen=True)
 class Plan:
-    threshold: int
-    threshold_source: str  # --threshold | argv | marker | server_info
+    threshold: Optional[int]  # None: the feature has none (speculation expected on at every batch)
+    threshold_source: str  # --threshold | argv | marker | server_info | none
     steps: tuple[int, ...]  # client concurrency per step
     duration: float  # seconds of traffic per step
     max_requests: int  # requests per step (0: no bound)

@@ -72,6 +72,8 @@ def find_patched_files(host: Host, python: str, feature, argv: list[str]) -> tup
     dynspec's inspector (static: sglang is not imported)."""
     from dynspec_cli.verdict import preflight
 
+    if feature.engine != "sglang":  # the marker search reads an sglang install
+        return [], f"dynspec does not search a {feature.engine} install for the patched files; pass --patched-file PATH"
     facts = preflight.inspect(host, python, feature, list(argv[3:]), {})
     if feature.plugin is not None:
         return _plugin_files(facts, feature)
@@ -124,6 +126,7 @@ def build(host: Host, rec: RunRecord, proof_doc: dict[str, Any], verdict: Option
         "run": {"name": rec.name, "log": rec.log, "log_offset": rec.log_offset, "port": rec.port,
                 "started_at": rec.started_at},
         "feature": rec.feature,
+        "engine": rec.engine,
         "live": v.get("verdict") == "live",
         "proven": concl.get("outcome") == "proven",
         "outcome": concl.get("outcome"),

@@ -54,8 +54,8 @@ def render(doc: dict[str, Any], out: Console) -> None:
     out.print(f"  {escape(c.get('message') or '')}")
     if c.get("hint"):
         out.print(f"  [dim]→ {escape(c['hint'])}[/]")
-    out.print(f"  threshold {doc['threshold']} [dim](from {escape(doc['threshold_source'])})[/]   "
-              f"verdict {doc.get('verdict') or 'unknown'}   sglang {escape(str(doc.get('sglang_version') or 'unknown'))}   "
+    out.print(f"  threshold {'none' if doc['threshold'] is None else doc['threshold']} [dim](from {escape(doc['threshold_source'])})[/]   "
+              f"verdict {doc.get('verdict') or 'unknown'}   {doc.get('engine') or 'sglang'} {escape(str(doc.get('sglang_version') or 'unknown'))}   "
               f"worker {escape(str(doc.get('worker') or 'unknown'))}")
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, expand=False)
     for col in ("step", "concurrency", "running\nbatch", "accept\nlen", "speculation", "expected", "result"):
@@ -86,23 +86,23 @@ def chart_lines(doc: dict[str, Any], width: int = 36) -> list[str]:
     eps = doc.get("epsilon", 0.05)
     below = (doc.get("expect") or {}).get("speculate_at_or_below_threshold", True)
     top = max(2.0, max(v for _, v, _ in pts))
-    out = [f"  [bold]accept length by running batch[/]  [dim](threshold {th}; speculation on above {1 + eps:.2f})[/]"]
+    out = [f"  [bold]accept length by running batch[/]  [dim]({'no threshold' if th is None else f'threshold {th}'}; speculation on above {1 + eps:.2f})[/]"]
     groups = [g for s in doc.get("steps") or [] for g in s.get("groups") or []]
     undecided = {g["running"] for g in groups if g.get("not_evaluated")} - {g["running"] for g in groups if g.get("evaluated")}
     marked = False
     for b, v, n in pts:
-        if b > th and not marked:
+        if th is not None and b > th and not marked:
             out.append(f"  {'─' * 11}┼─ threshold {th} ─ " + "[dim]speculation expected off below this line[/]")
             marked = True
         bar = "█" * max(1, round(v / top * width))
         on = v > 1 + eps
         col = "green" if on else "red"
-        expected = False if b > th else (True if below else None)
+        expected = False if th is not None and b > th else (True if below else None)
         wrong = f" [bold red]✗ expected {'on' if expected else 'off'}[/]" if expected is not None and on != expected else ""
         if wrong and b in undecided:  # (decision.py: too little evidence to call it wrong)
             wrong = " [yellow]? not decided[/]"
         out.append(f"  batch {b:>4} │[{col}]{bar}[/] {v:.2f} [dim]({n})[/]{wrong}")
-    if not marked:
+    if not marked and th is not None:
         out.append(f"  {'─' * 11}┼─ threshold {th} ─ [dim]no batch above it was seen[/]")
     out.append(f"  {' ' * 11}└{'─' * width}")
     out.append(f"  {' ' * 12}0{' ' * (width - len(f'{top:.1f}') - 1)}{top:.1f}")
@@ -119,7 +119,7 @@ def svg_chart(doc: dict[str, Any], w: int = 720, h: int = 380) -> str:
         return f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="60"><text x="10" y="30">' \
                f'no Decode batch lines: no chart</text></svg>'
     ml, mr, mt, mb = 56, 20, 20, 66
-    xmax = max(max(d["running"] for _, d in pts), th + 1) + 1
+    xmax = max(max(d["running"] for _, d in pts), (th or 0) + 1) + 1
     ymax = max(2.0, max((d["accept_len"] or 1.0) for _, d in pts)) * 1.1
 
     def x(v: float) -> float:
@@ -136,7 +136,7 @@ def svg_chart(doc: dict[str, Any], w: int = 720, h: int = 380) -> str:
     step_x = max(1, xmax // 12)
     for i in range(0, xmax + 1, step_x):
         e.append(f'<text x="{x(i):.1f}" y="{h - mb + 16}" text-anchor="middle" font-size="11">{i}</text>')
-    tx = x(th + 0.5)
+    tx = x(th + 0.5) if th is not None else w - mr
     e.append(f'<rect x="{tx:.1f}" y="{mt}" width="{w - mr - tx:.1f}" height="{h - mt - mb}" fill="#fdecec" opacity="0.6"/>')
     e.append(f'<line x1="{tx:.1f}" x2="{tx:.1f}" y1="{mt}" y2="{h - mb}" stroke="#c0392b" stroke-dasharray="6,4" stroke-width="2"/>'
              f'<text x="{tx + 4:.1f}" y="{mt + 14}" font-size="12" fill="#c0392b">threshold {th}</text>')
@@ -183,7 +183,7 @@ def html_report(doc: dict[str, Any]) -> str:
     t = doc["target"]
     facts = [("target", f"{t.get('run') or t.get('url')} on {t.get('host')}"), ("feature", doc["feature"]),
              ("threshold", f"{doc['threshold']} (from {doc['threshold_source']})"),
-             ("verdict", doc.get("verdict") or "unknown"), ("sglang", doc.get("sglang_version") or "unknown"),
+             ("verdict", doc.get("verdict") or "unknown"), (doc.get("engine") or "sglang", doc.get("sglang_version") or "unknown"),
              ("worker", doc.get("worker") or "unknown"),
              ("plan", f"steps {doc['plan']['steps']}, {doc['plan']['duration']} s and at most "
                       f"{doc['plan']['max_requests'] or 'unbounded'} requests per step")]

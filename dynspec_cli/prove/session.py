@@ -30,7 +30,9 @@ LOG_CAP = 64 << 20  # bytes of log read per step (a step at high concurrency log
 VERDICT_CAP = 32 << 20  # bytes of the launch read for the fresh verdict (start-up is in the first MBs)
 
 
-PROVE_ENGINES = ("sglang",)  # the steps read sglang's `Decode batch` lines; vLLM's SpecDecoding metrics: not yet
+PROVE_ENGINES = ("sglang", "vllm")  # sglang's `Decode batch` lines; vLLM's stats + SpecDecoding metrics lines
+NO_THRESHOLD = "none: the feature has no threshold, speculation is expected on at every running batch"
+NO_THRESHOLD_STEPS = "1,4"
 
 
 def check_engine(feature: Feature) -> None:
@@ -93,6 +95,7 @@ class Proof:
         t = self.target
         return {
             "schema": "dynspec-prove/1",
+            "engine": self.feature.engine,
             "target": {"run": t.record.name if t.record else None, "host": t.host.name, "url": t.base, "log": t.log,
                        "job_id": t.slurm.job_id if t.slurm else None},
             "feature": self.feature.name,
@@ -144,7 +147,7 @@ def run_loadgen(target: Target, args: dict[str, Any], *, timeout: float) -> dict
 
 def server_info(target: Target, feature: Feature) -> dict[str, Any]:
     keys = [feature.flag.dest] if feature.flag else []
-    doc = run_loadgen(target, {"mode": "info", "info_keys": keys}, timeout=60)
+    doc = run_loadgen(target, {"mode": "info", "info_keys": keys, "api": _api(feature)}, timeout=60)
     return doc.get("server_info_before") or {}
 
 
@@ -173,7 +176,7 @@ def fresh_verdict(target: Target, feature: Feature) -> tuple[Optional[dict[str, 
 
 
 def threshold_of(target: Target, feature: Feature, given: Optional[int], verdict: Optional[dict],
-                 info: dict[str, Any]) -> tuple[int, str]:
+                 info: dict[str, Any]) -> tuple[Optional[int], str]:
     if given is not None:
         if given < 0:
             raise PlanError("--threshold must be >= 0")
@@ -193,10 +196,12 @@ def threshold_of(target: Target, feature: Feature, given: Optional[int], verdict
     val = (info.get("keys") or {}).get(dest) if dest else None
     if isinstance(val, int):
         return val, f"/server_info {dest}"
+    if flag is None and field_ is None:
+        return None, NO_THRESHOLD
     raise PlanError(f"no threshold: not in the run's command line ({flag}), the marker or /server_info; pass --threshold N")
 
 
-def make_plan(threshold: int, source: str, steps: Optional[str], duration: float, max_requests: int,
+def make_plan(threshold: Optional[int], source: str, steps: Optional[str], duration: float, max_requests: int,
               max_new_tokens: int) -> Plan:
     if duration <= 0:
         raise PlanError("--duration must be a positive number of seconds")
@@ -204,7 +209,11 @@ def make_plan(threshold: int, source: str, steps: Optional[str], duration: float
         raise PlanError("--max-requests must be >= 0 (0: no bound)")
     if max_new_tokens < 2:
         raise PlanError("--max-new-tokens must be at least 2")
-    return Plan(threshold, source, parse_steps(steps or "1,N,N+1,2N", max(threshold, 1)), duration, max_requests,
+    if threshold is None:
+        steps = NO_THRESHOLD_STEPS if steps in (None, "1,N,N+1,2N") else steps
+        if "n" in steps.lower():
+            raise PlanError(f"--steps {steps!r}: N is the threshold and this feature has none; give plain integers")
+    return Plan(threshold, source, parse_steps(steps or "1,N,N+1,2N", max(threshold or 1, 1)), duration, max_requests,
                 max_new_tokens)
 
 
@@ -240,7 +249,7 @@ class Prover:
         t, p = self.t, self.plan
         start = (t.host.size(t.log) or 0) if t.log else 0
         drain = max(10.0, min(60.0, p.duration))
-        doc = run_loadgen(t, {"concurrency": concurrency, "duration": p.duration, "max_requests": p.max_requests,
+        doc = run_loadgen(t, {"api": _api(self.feature), "concurrency": concurrency, "duration": p.duration, "max_requests": p.max_requests,
                               "max_new_tokens": p.max_new_tokens, "drain": drain, "sample_every": 0.25},
                           timeout=p.duration + drain + 60)
         s = Step(index, concurrency, started=doc.get("started"), elapsed=doc.get("elapsed"),
@@ -297,6 +306,12 @@ class Prover:
                                              verdict=(proof.verdict or {}).get("verdict"), died=died,
                                              max_running=proof.server.get("max_running_requests"))
         return proof
+
+
+def _api(feature: Feature) -> str:
+    from dynspec_cli.verdict.engines import SERVING
+
+    return SERVING[feature.engine].api
 
 
 def _first(info: Optional[dict]) -> Optional[float]:

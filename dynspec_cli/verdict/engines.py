@@ -39,14 +39,30 @@ class Serving(msgspec.Struct, frozen=True):  # msgspec Structs, not dataclasses:
     model_flag: Optional[str] = None  # the profile's `model` is given with this flag (None: as a positional)
     readiness: tuple[str, ...] = ("/health",)  # GET paths asked in turn; the first 200 means ready
     probe: bool = False  # the in-server probe (dynspec_cli/inject/probe) instruments this engine
+    # What prove and guard read while the server serves (names from the engines' own source:
+    # sglang/srt/metrics/collector.py; vllm/v1/metrics/loggers.py and vllm/v1/spec_decode/metrics.py)
+    api: str = "sglang"  # the load generator's request form: sglang's /generate, or "openai" /v1/completions
+    metrics_prefix: str = "sglang:"
+    counters: tuple[str, ...] = ()  # /metrics counters summed per window (a fall is a reset)
+    rank_label: tuple[str, str] = ("dp_rank", "DP")  # the /metrics label naming a DP rank, and how guard names it
+    dp_flags: tuple[str, ...] = ("--dp-size", "--dp")  # the server flags that give the number of DP ranks
+    startup: tuple[str, ...] = ("server-args-dump",)  # log landmarks written only at start-up (a new one: a restart)
 
 
 SERVING = {
     # /health_generate runs a real generation; /health answers before the scheduler can serve
     "sglang": Serving("sglang.launch_server", model_flag="--model-path", readiness=("/health_generate", "/health"),
-                      probe=True),
-    # `vllm serve MODEL`; vLLM has no /health_generate, its /health is 200 once the engine core is up
-    "vllm": Serving("vllm.entrypoints.cli.main", command=("serve",), readiness=("/health",)),
+                      probe=True, counters=("sglang:generation_tokens_total", "sglang:num_requests_total",
+                                            "sglang:spec_verify_calls_total", "sglang:prompt_tokens_total")),
+    # `vllm serve MODEL`; vLLM has no /health_generate, its /health is 200 once the engine core is up.
+    # Its counters carry engine="N" (one per DP engine); prometheus_client adds `_total` to a Counter's name.
+    "vllm": Serving("vllm.entrypoints.cli.main", command=("serve",), readiness=("/health",), api="openai",
+                    metrics_prefix="vllm:",
+                    counters=("vllm:generation_tokens_total", "vllm:request_success_total", "vllm:prompt_tokens_total",
+                              "vllm:spec_decode_num_drafts_total", "vllm:spec_decode_num_draft_tokens_total",
+                              "vllm:spec_decode_num_accepted_tokens_total"),
+                    rank_label=("engine", "engine "), dp_flags=("--data-parallel-size", "-dp"),
+                    startup=("non-default-args", "engine-config")),
 }
 
 

@@ -114,7 +114,7 @@ SPEC = {"method": "eagle3", "model": "/models/draft", "num_speculative_tokens": 
 
 
 def write_vllm_profile(path: Path, name: str, *, env: dict | None = None, port: int | None = None,
-                       extra: str = "") -> Path:
+                       extra: str = "", flags: dict | None = None) -> Path:
     """A vLLM profile (`engine = "vllm"`) whose server is the stand-in tests/standin/fake_vllm_server.py."""
     lines = [f"name = {json.dumps(name)}", 'engine = "vllm"', 'feature = "vllm-eagle-speculator-example"',
              f"python = {json.dumps(sys.executable)}", 'module = "fake_vllm_server"', 'model = "/models/tiny"',
@@ -122,6 +122,7 @@ def write_vllm_profile(path: Path, name: str, *, env: dict | None = None, port: 
              f"log = {json.dumps(str(path.parent / (name + '.log')))}", "ready_timeout = 60", extra, "[env]"]
     lines += [f"{k} = {json.dumps(v)}" for k, v in {"STANDIN_PACE": "0.01", **(env or {})}.items()]
     lines += ["[flags]", f"speculative-config = {json.dumps(json.dumps(SPEC))}"]
+    lines += [f"{json.dumps(k)} = {json.dumps(v)}" for k, v in (flags or {}).items()]
     path.write_text("\n".join(lines) + "\n")
     return path
 
