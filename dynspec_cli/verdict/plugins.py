@@ -46,6 +46,12 @@ def findings(facts: dict[str, Any], feature: Feature, version: Optional[str], k:
     disc = pl.get("discovery") or {}
     cands = disc.get("candidates") or []
     loaded = cands[disc["loaded"]] if disc.get("loaded") is not None else None
+    if disc.get("engine_error"):
+        bad = "; ".join(f"{u.get('metadata')}: {u.get('error')}" for u in disc.get("unreadable") or [])
+        out.append(Finding("DS220", f"importlib.metadata.entry_points() raises in the server's python "
+                                    f"({disc['engine_error']}){' reading ' + bad if bad else ''}: load_plugins() "
+                                    "raises at start-up and the server does not start."))
+        return out, []
     if loaded is None:
         others = disc.get("other_names") or []
         out.append(Finding("DS213", f"no distribution on the server's sys.path declares entry point {p.entry_point!r} in group "

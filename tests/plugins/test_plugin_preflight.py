@@ -199,3 +199,21 @@ def test_missing_target_wrong_hook_type_not_installed_and_no_framework(tmp_path)
     d = preflight(old, feature(tmp_path))
     assert d["verdict"] == "dead" and d["by_code"]["DS212"]["message"] == (
         "sglang 0.5.10.post1 has no sglang.srt.plugins (plugins start in 0.5.11): entry point 'dsd' is never loaded.")
+
+
+def test_unreadable_metadata_of_another_distribution_breaks_plugin_loading(tmp_path):
+    py = install(tmp_path, "0.5.12.post1")
+    site = P.site_packages(py)
+    (site / "garbage-1.0.dist-info").mkdir()
+    (site / "garbage-1.0.dist-info" / "METADATA").write_bytes(b"\xff\xfe\x00 not metadata")
+    (site / "garbage-1.0.dist-info" / "entry_points.txt").write_bytes(b"\xff[sglang.srt.plugins\n= =\n")
+    d = preflight(py, feature(tmp_path))
+    # importlib.metadata.entry_points() itself raises (it reads every distribution's name): so does
+    # sglang's load_plugins(), in every process that calls it
+    assert d["verdict"] == "dead" and list(d["by_code"]) == ["DS220"]
+    msg = d["by_code"]["DS220"]["message"]
+    assert msg.startswith("importlib.metadata.entry_points() raises in the server's python (UnicodeDecodeError: ")
+    assert f"{site}/garbage-1.0.dist-info: UnicodeDecodeError" in msg and msg.endswith("the server does not start.")
+    r = subprocess.run([py, "-c", "from importlib.metadata import entry_points; entry_points(group='sglang.srt.plugins')"],
+                       capture_output=True, text=True)
+    assert r.returncode == 1 and "UnicodeDecodeError" in r.stderr  # what sglang's own call meets

@@ -69,7 +69,8 @@ Output (``schema`` = "dynspec-inspector/1"); paths are absolute, lines 1-based::
     plugin     null, or {entry_point, group, framework {module, file|null}, discovery {candidates[]
                {distribution, version, metadata, kind: dist-info|egg-info, value, module, attr,
                module_file, attr_found, files[], metadata_files[], marker_hits[], seen_by_engine}, loaded (index of the
-               one the engine keeps), visible, other_names[]}, allow {env, value, names[]|null, allowed,
+               one the engine keeps), visible, other_names[], unreadable[] {metadata, error},
+               engine_error (entry_points() raised)}, allow {env, value, names[]|null, allowed,
                platform {env, value, excluded}|null}, target {target, module, module_file, kind:
                module|function|class|method|missing|unknown, class, class_module, attr, defined_in,
                line, missing}, processes[] {name, module, function, file, found, loads, line}}

@@ -113,17 +113,25 @@ def discover(spec, literal, pattern):
         out["error"] = "importlib.metadata is not available on this interpreter"
         return out
     seen = set()
+    out["unreadable"] = []
     for dist in _md.distributions():
         path = _dist_path(dist)
         if path in seen:
             continue
         seen.add(path)
-        for ep in dist.entry_points:
-            if ep.group == group and ep.name == name:
-                out["candidates"].append(_candidate(dist, ep, literal, pattern))
+        try:  # (broken metadata of one distribution must not hide the others)
+            for ep in dist.entry_points:
+                if ep.group == group and ep.name == name:
+                    out["candidates"].append(_candidate(dist, ep, literal, pattern))
+        except Exception as e:
+            out["unreadable"].append({"metadata": path, "error": "%s: %s" % (type(e).__name__, _clip(e, 300))})
     # what the engine's loop sees; each candidate ep.load()-ed in turn and the last one loaded kept
     # (plugins[ep.name] = ...): a later distribution with the same name replaces an earlier one
-    visible = [ep for ep in _group_eps(group) if ep.name == name]
+    try:
+        visible = [ep for ep in _group_eps(group) if ep.name == name]
+    except Exception as e:  # the engine's own entry_points() call raises the same: load_plugins() fails
+        out["engine_error"] = "%s: %s" % (type(e).__name__, _clip(e, 300))
+        return out
     out["visible"] = len(visible)
     paths = [_dist_path(ep.dist) if getattr(ep, "dist", None) is not None else None for ep in visible]
     for c in out["candidates"]:
@@ -132,7 +140,7 @@ def discover(spec, literal, pattern):
     seen_ = [c for c in out["candidates"] if c["seen_by_engine"]]
     winner = (loadable or seen_ or [None])[-1]
     out["loaded"] = out["candidates"].index(winner) if winner is not None else None
-    others = [ep.name for ep in _group_eps(group) if ep.name != name]
+    others = [ep.name for ep in _group_eps(group) if ep.name != name]  # (it did not raise above)
     out["other_names"] = sorted(set(others))[:20]
     return out
 
