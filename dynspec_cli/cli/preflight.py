@@ -13,14 +13,14 @@ def run_preflight(profile: Optional[str] = None, extra: Sequence[str] = (), *, h
                   accept_new_host_key: bool = False, engine: Optional[str] = None,
                   sbatch: Optional[str] = None) -> int:
     """The whole command: inspect, judge, print the report (or JSON), return the exit code.
-    `extra` are the sglang server flags (what follows `--`)."""
+    `extra` are the engine's server flags (what follows `--`)."""
     if sbatch is not None:  # the user's own sbatch script (run/sbatch_check.py)
         return _check_sbatch(sbatch, json_out)
     from dynspec_cli.cli import checks, runs
-    from dynspec_cli.cli.errors import known_errors, report
+    from dynspec_cli.cli.errors import UsageError, known_errors, report
     from dynspec_cli.knowledge.features import load_feature
     from dynspec_cli.run.profiles import for_feature, load_profile, with_overrides
-    from dynspec_cli.verdict import preflight as pf
+    from dynspec_cli.verdict import engines
 
     extra = list(extra)
     patched = list(patched_class) if patched_class else None
@@ -44,14 +44,10 @@ def run_preflight(profile: Optional[str] = None, extra: Sequence[str] = (), *, h
             env_map = dict(item.split("=", 1) for item in env)
             flags = extra
         checks.python_path(py)
-        if (engine or (prof.engine if prof else None) or feat.engine) == "vllm":  # flags are `vllm serve` flags (dynspec_cli/verdict/engines.py)
-            return _run_vllm(runs, target_spec, ssh_config, known_hosts, accept_new_host_key, py, feat, flags, env_map,
-                             json_out, dynamic)
-        if engine not in (None, "sglang", "auto"):
-            from dynspec_cli.cli.errors import UsageError
-
-            raise UsageError(f"--engine {engine!r}: choose one of sglang, vllm")
-        checks.python_path(py)
+        name = engine if engine not in (None, "auto") else (prof.engine if prof else None) or feat.engine
+        if name not in engines.SERVER_ENGINES:  # flags are the engine's server flags (`vllm serve` flags for vllm)
+            raise UsageError(f"--engine {engine!r}: choose one of {', '.join(engines.SERVER_ENGINES)}")
+        eng = engines.get(name)
         if profile is not None:
             checks.sglang_version(prof.sglang_version, f"{prof.source}: sglang_version")
         diff = checks.read_diff(patch) if patch is not None else None
@@ -59,8 +55,8 @@ def run_preflight(profile: Optional[str] = None, extra: Sequence[str] = (), *, h
             sys.stderr.write(f"dynspec: --dynamic: importing sglang with {py} on {target_spec} "
                              "(sglang's own argument resolution; seconds) ...\n")
         with runs.open_target(target_spec, ssh_config, known_hosts, accept_new_host_key, py, profile=prof) as target:
-            result = pf.run(target, py, feat, flags, env_map, patched=classes, patch_diff=diff, dynamic=dynamic)
-        if result["patched"]:
+            result = eng.preflight(target, py, feat, flags, env_map, classes, patch_diff=diff, dynamic=dynamic)
+        if result["patched"] and engines.SERVING[name].probe:
             from dynspec_cli.cli import sshsettings
 
             # the ssh_config the host was reached with (option, environment or profile), so the
@@ -74,6 +70,8 @@ def run_preflight(profile: Optional[str] = None, extra: Sequence[str] = (), *, h
         from dynspec_cli.report.jsonout import emit
 
         emit(result)
+    elif eng.preflight_text is not None:
+        print(eng.preflight_text(result))
     else:
         from dynspec_cli.report.console import render_preflight
 
@@ -97,27 +95,6 @@ def _start_command(feat, result, classes, argv, env, target_spec, ssh_config) ->
                         probe_files=probe_setup.probe_files() if remote else None)
     return {"probe_command": cmd.line, "probe_command_needs": cmd.needs, "probe_dir": cmd.probe_dir,
             "probe_copy": cmd.copy}
-
-
-def _run_vllm(runs, target_spec, ssh_config, known_hosts, accept_new_host_key, py, feat, flags, env_map, json_out,
-              dynamic=False) -> int:
-    from dynspec_cli.cli.errors import UsageError
-    from dynspec_cli.verdict import vllm_preflight as vp
-
-    try:
-        spec_parallel = vp.server_settings(flags)
-    except vp.SpecConfigError as e:
-        raise UsageError(str(e)) from None
-    with runs.open_target(target_spec, ssh_config, known_hosts, accept_new_host_key, py) as target:
-        facts = vp.inspect(target, py, feat, env_map, dynamic=dynamic, flags=flags)
-    result = vp.judge(facts, feat, spec_parallel[0], env_map, spec_parallel[1])
-    if json_out:
-        from dynspec_cli.report.jsonout import emit
-
-        emit(result)
-    else:
-        print(vp.render(result))
-    return result["exit_code"]
 
 
 def _check_sbatch(path: str, json_out: bool) -> int:

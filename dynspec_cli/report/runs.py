@@ -10,7 +10,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from dynspec_cli.transport.drops import Drop
-    from dynspec_cli.verdict.judge import Verdict
+    from dynspec_cli.verdict.result import Verdict
 
 
 def _escape(s: str) -> str:

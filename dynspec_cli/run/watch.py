@@ -14,7 +14,7 @@ from dynspec_cli.run import control, records
 from dynspec_cli.run.records import RunRecord
 from dynspec_cli.transport import Host, TransportError
 from dynspec_cli.verdict import engines
-from dynspec_cli.verdict.judge import Verdict
+from dynspec_cli.verdict.result import Verdict
 from dynspec_cli.verdict.pipeline import Pipeline, judge_stream
 
 PHASE_WORDS = {"args": "argument resolution", "distributed": "distributed init", "weights": "weight loading",

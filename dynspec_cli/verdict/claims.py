@@ -1,6 +1,6 @@
 """The claims a verdict makes about a launch — `crashed`, `server_ready`, `speculative_algorithm`,
 `worker`, `speculative` (is speculative decoding on) — each proven (a value and the line that proves
-it), or null. The top-level JSON fields of the same names are these values (`TOP_LEVEL`).
+it), or null. The top-level JSON fields of the same names are these values (result.TOP_LEVEL).
 
 `false` needs positive evidence too: `crashed: false` only when the launch became ready or served
 requests after its last traceback and no crash line follows; `server_ready: false` only when the
@@ -14,14 +14,13 @@ from typing import TYPE_CHECKING, Any, Optional
 from dynspec_cli.evidence import frames as frame_rules
 from dynspec_cli.evidence.lines import Line
 from dynspec_cli.knowledge.sglang import Knowledge, WorkerChoice
+from dynspec_cli.verdict.result import claim
 
 if TYPE_CHECKING:
     from dynspec_cli.verdict.launch import Launch
     from dynspec_cli.verdict.workers import WorkerAnalysis
 
 _NOT_WORKER_SUFFIX = "DraftWorker"
-NAMES = ("crashed", "server_ready", "speculative_algorithm", "worker", "speculative")
-TOP_LEVEL = ("crashed", "server_ready", "speculative_algorithm", "speculative")
 
 
 # --- judging -----------------------------------------------------------------------------------
@@ -180,13 +179,6 @@ def _switch_settings(k: Knowledge, version: str) -> list[tuple[dict, set]]:
     return [({}, {r.switch.name}), ({}, set())]
 
 
-def claim(value: Any, line: Optional[Line], basis: str) -> dict[str, Any]:
-    if value is None:
-        return {"value": None, "line": None, "text": None, "basis": basis or None}
-    return {"value": value, "line": (line.no or None) if line else None,
-            "text": line.text[:300] if line else None, "basis": basis}
-
-
 def build(k: Knowledge, la: "Launch", mask: int, *, crashed: bool, worker: dict[str, Any],
           algorithm: Optional[str], spec_off: bool = False) -> dict[str, Any]:
     ev = la.ev
@@ -256,10 +248,6 @@ def _speculative(la: "Launch", spec_off: bool, c_algo: dict[str, Any], wline: Op
         if line is not None:
             return claim(True, line, basis)
     return claim(None, None, "")
-
-
-def empty() -> dict[str, Any]:
-    return {k: claim(None, None, "") for k in NAMES}
 
 
 def requested_vs_effective(la: "Launch") -> Optional[dict[str, Any]]:

@@ -7,10 +7,12 @@ following, reporting and exit codes are shared.
     knowledge()               the engine's validated tables (cached)
     classifier(feature)       an object with .classify(Line) -> list[Observation]
     judge(feature, patched, version)
-                              an object with .feed(Observation), .verdict(at_eof=, quiet_for=) -> Verdict,
-                              .decided(Verdict) -> bool, .launches
-    preflight(host, python, feature, flags, env, patched) -> dict
-                              the engine's preflight (verdict "reachable" | "dead" | "unknown")
+                              an object with .feed(Observation), .verdict(at_eof=, quiet_for=, text_lines=)
+                              -> Verdict (verdict/result.py), .decided(Verdict) -> bool, .exited(Verdict),
+                              .launches (each with .last_line and .steady(decode_lines) -> bool)
+    preflight(host, python, feature, flags, env, patched, patch_diff=, dynamic=) -> dict
+                              the engine's preflight (verdict "reachable" | "dead" | "unknown"); bad
+                              flags raise a ValueError the CLI reports in one line
     preflight_text            the preflight result as plain text, or None (the sglang report renders it)
 
 DETECT[name]: the function that tells from a log's first lines whether this engine wrote it, as
@@ -78,29 +80,40 @@ class Engine(msgspec.Struct, frozen=True):
 def _sglang() -> Engine:
     from dynspec_cli.evidence.rules import Classifier
     from dynspec_cli.knowledge.sglang import knowledge
-    from dynspec_cli.verdict import preflight
     from dynspec_cli.verdict.judge import Judge
+
+    def preflight(host, python, feature, flags, env, patched=None, *, patch_diff=None, dynamic=False):
+        from dynspec_cli.verdict import preflight
+
+        return preflight.run(host, python, feature, flags, env, patched=patched, patch_diff=patch_diff, dynamic=dynamic)
 
     return Engine(
         "sglang", knowledge,
         lambda feature: Classifier(knowledge(), feature),
         lambda feature, patched=None, version=None: Judge(knowledge(), feature, patched_classes=patched, sglang_version=version),
-        lambda host, python, feature, flags, env, patched=None: preflight.run(host, python, feature, flags, env,
-                                                                              patched=patched))
+        preflight)
 
 
 def _vllm() -> Engine:
     from dynspec_cli.evidence.vllm_rules import VllmClassifier
     from dynspec_cli.knowledge.vllm import knowledge
-    from dynspec_cli.verdict import vllm_preflight
     from dynspec_cli.verdict.vllm_judge import VllmJudge
+
+    def preflight(host, python, feature, flags, env, patched=None, *, patch_diff=None, dynamic=False):
+        from dynspec_cli.verdict import vllm_preflight
+
+        return vllm_preflight.run(host, python, feature, flags, env, dynamic=dynamic)  # (the marker finds the patch)
+
+    def preflight_text(result):
+        from dynspec_cli.verdict import vllm_preflight
+
+        return vllm_preflight.render(result)
 
     return Engine(
         "vllm", knowledge,
         lambda feature: VllmClassifier(knowledge(), feature),
         lambda feature, patched=None, version=None: VllmJudge(knowledge(), feature, patched_classes=patched, engine_version=version),
-        lambda host, python, feature, flags, env, patched=None: vllm_preflight.run(host, python, feature, flags, env),
-        vllm_preflight.render)
+        preflight, preflight_text)
 
 
 _FACTORIES: dict[str, Callable[[], Engine]] = {"sglang": _sglang, "vllm": _vllm}

@@ -14,70 +14,11 @@ from dynspec_cli.knowledge.features import Feature
 from dynspec_cli.knowledge.findings import Finding, forced_verdict
 from dynspec_cli.knowledge.sglang import Knowledge
 from dynspec_cli.verdict import claims, workers
-from dynspec_cli.verdict.codes import ACCEPT_EPS, EXIT
+from dynspec_cli.verdict.codes import ACCEPT_EPS
 from dynspec_cli.verdict.launch import Launch, Reader
+from dynspec_cli.verdict.result import Verdict, clip_text, empty_message, no_claims
 
 INEFFECTIVE_LINES = 3  # Decode batch lines where speculation should be on, all at ~1.00, before DS314
-
-
-@dataclass
-class Verdict:
-    verdict: str
-    feature: str
-    sglang_version: Optional[str]
-    speculative_algorithm: Optional[str]
-    overlap_schedule: Optional[bool]
-    worker: dict[str, Any]
-    server_ready: bool
-    crashed: bool
-    crash: Optional[dict[str, Any]]
-    marker: dict[str, Any]
-    findings: list[Finding]
-    launch: dict[str, Any]
-    missing: list[str] = field(default_factory=list)
-    probe: Optional[dict[str, Any]] = None
-    claims: Optional[dict[str, Any]] = None  # each claim proven with its line, or null (verdict/claims.py)
-    requested: Optional[dict[str, Any]] = None  # the log's launch command next to what server_args resolved
-
-    @property
-    def exit_code(self) -> int:
-        return EXIT[self.verdict]
-
-    def to_json(self) -> dict[str, Any]:
-        doc = {
-            "verdict": self.verdict,
-            "exit_code": self.exit_code,
-            "feature": self.feature,
-            "sglang_version": self.sglang_version,
-            "speculative_algorithm": self.speculative_algorithm,
-            "overlap_schedule": self.overlap_schedule,
-            "worker": self.worker,
-            "server_ready": self.server_ready,
-            "crashed": self.crashed,
-            "crash": self.crash,
-            "marker": self.marker,
-            "findings": [f.to_json() for f in self.findings],
-            "launch": self.launch,
-            "missing": self.missing,
-            "probe": self.probe,
-            "claims": self.claims,
-            "requested": self.requested,
-        }
-        if self.claims:  # the top-level facts are the claims' values: null when the evidence does not say
-            for key in claims.TOP_LEVEL:
-                doc[key] = self.claims[key]["value"]
-        return doc
-
-    def died(self, exception: str, message: str, line: Optional[Line], finding: str) -> "Verdict":
-        """The server is gone (its process exited, or its log stalled): crashed, unless already dead."""
-        no, text = ((line.no or None), line.text) if line is not None else (None, None)
-        self.crashed = True
-        self.verdict = "dead" if self.verdict == "dead" else "crashed"
-        self.crash = {"exception": exception, "message": message, "line": no, "text": text}
-        self.findings.append(Finding("DS303", finding, line=no, text=text))
-        if self.claims:
-            self.claims["crashed"] = claims.claim(True, line, message)
-        return self
 
 
 @dataclass
@@ -145,7 +86,7 @@ class Judge:
             step(j)
         j.findings.sort(key=lambda f: ({"error": 0, "warning": 1, "info": 2}[f.severity], f.code))
         return Verdict(
-            verdict=j.verdict, feature=self.feature.name, sglang_version=j.version_text,
+            verdict=j.verdict, feature=self.feature.name, engine_version=j.version_text,
             speculative_algorithm=la.config.algorithm, overlap_schedule=la.config.overlap, worker=j.worker,
             server_ready=la.life.ready is not None, crashed=j.crashed, crash=j.crash, marker=j.marker,
             findings=j.findings, missing=j.missing, probe=j.probe,
@@ -467,19 +408,7 @@ class Judge:
                        {"class": None, "module": None, "basis": None, "candidates": []}, False, False, None,
                        {"found": False, "line": None, "text": None, "fields": {}, "ranks": []},
                        [Finding("DS304", empty_message(text_lines, "an sglang server"))], {"index": 0, "of": 0}, missing,
-                       claims=claims.empty())
-
-
-def empty_message(text_lines: int, engine: str) -> str:
-    """DS304's message for a log without one line of `engine`'s: empty, or another program's text."""
-    if not text_lines:
-        return "the log is empty."
-    which = "its one line is not" if text_lines == 1 else f"none of its {text_lines} lines is"
-    return f"{which} from {engine} (another program's output, or the server has not written its first line yet)."
-
-
-def clip_text(text: str, n: int = 300) -> str:
-    return text if len(text) <= n else text[: n - 1] + "…"
+                       claims=no_claims())
 
 
 def _batches(vals: list[int]) -> str:

@@ -17,10 +17,10 @@ import time
 from typing import BinaryIO, Callable, Iterable, Optional
 
 from dynspec_cli.evidence import bigfile
-from dynspec_cli.evidence.rules import Classifier
 from dynspec_cli.evidence.scan import Feeder, LogError, Stream, feed_file, feed_stream, open_log
 from dynspec_cli.knowledge.features import Feature
-from dynspec_cli.verdict.judge import Judge, Verdict
+from dynspec_cli.verdict import engines
+from dynspec_cli.verdict.result import Verdict
 
 Tick = Callable[[Verdict, float], Optional[Verdict]]
 
@@ -31,22 +31,11 @@ class Pipeline:
     (the same numbers `dynspec verify` prints for that file)."""
 
     def __init__(self, feature: Feature, patched: Optional[list[str]] = None, version: Optional[str] = None, *,
-                 line_base: int = 0, offset: int = 0, knowledge=None, engine: str = "sglang") -> None:
-        if engine != "sglang":  # another engine's classifier and judge (dynspec_cli/verdict/engines.py)
-            from dynspec_cli.verdict import engines
-
-            e = engines.get(engine)
-            self.feature = feature
-            self.judge = e.judge(feature, patched, version)
-            self.feeder = Feeder(e.classifier(feature), self.judge, no=line_base, offset=offset)
-            return
-        if knowledge is None:
-            from dynspec_cli.knowledge.sglang import knowledge as load
-
-            knowledge = load()
+                 line_base: int = 0, offset: int = 0, engine: str = "sglang") -> None:
+        e = engines.get(engine)  # the engine's classifier and judge (verdict/engines.py)
         self.feature = feature
-        self.judge = Judge(knowledge, feature, patched_classes=patched, sglang_version=version)
-        self.feeder = Feeder(Classifier(knowledge, feature), self.judge, no=line_base, offset=offset)
+        self.judge = e.judge(feature, patched, version)
+        self.feeder = Feeder(e.classifier(feature), self.judge, no=line_base, offset=offset)
 
     @classmethod
     def for_record(cls, rec, feature: Feature, *, from_start: bool = True) -> "Pipeline":

@@ -12,8 +12,7 @@ from dynspec_cli.evidence.rules import Observation
 from dynspec_cli.knowledge.features import Feature
 from dynspec_cli.knowledge.findings import Finding, doc
 from dynspec_cli.knowledge.vllm import VllmKnowledge
-from dynspec_cli.verdict import claims as claim_rules
-from dynspec_cli.verdict.judge import Verdict, clip_text
+from dynspec_cli.verdict.result import Verdict, claim, clip_text, empty_message, no_claims
 
 _V1_PATH = ("/vllm/v1/spec_decode/", "/vllm/v1/worker/gpu_model_runner.py")
 _V2_PATH = ("/vllm/v1/worker/gpu/",)
@@ -64,13 +63,14 @@ class VllmLaunch:
         return self.ready is not None and self.metrics >= metrics_lines
 
 
+@dataclass
 class VllmVerdict(Verdict):
-    """Verdict plus the vLLM facts; JSON keeps every sglang key (same consumers) and adds `engine`."""
+    """Verdict plus the vLLM fact sglang has no word for: which model runner runs (V1 or V2)."""
+
+    model_runner: Optional[str] = None
 
     def to_json(self) -> dict[str, Any]:
-        doc = super().to_json()
-        doc.update(getattr(self, "extra", {}))
-        return doc
+        return {**super().to_json(), "model_runner": self.model_runner}
 
 
 class VllmJudge:
@@ -245,8 +245,6 @@ class VllmJudge:
         empty_marker = {"found": False, "line": None, "text": None, "fields": {}, "ranks": []}
         worker = {"class": None, "module": None, "basis": None, "candidates": []}
         if la is None:
-            from dynspec_cli.verdict.judge import empty_message
-
             return self._make("inconclusive", None, None, worker, empty_marker,
                               [Finding("DS304", empty_message(text_lines, "a vLLM server"))],
                               ["any vLLM server line" if text_lines else "any log line"], None, None,
@@ -379,12 +377,10 @@ class VllmJudge:
 
     def _make(self, v, version, method, worker, marker, findings, missing, crash, crashed, launch, *, ready=False,
               runner=None, claims=None):
-        out = VllmVerdict(verdict=v, feature=self.feature.name, sglang_version=None, speculative_algorithm=method,
-                          overlap_schedule=None, worker=worker, server_ready=ready, crashed=bool(crashed), crash=crash,
-                          marker=marker, findings=findings, launch=launch, missing=missing, probe=None,
-                          claims=claims or claim_rules.empty())
-        out.extra = {"engine": "vllm", "engine_version": version, "model_runner": runner}
-        return out
+        return VllmVerdict(verdict=v, feature=self.feature.name, engine="vllm", engine_version=version,
+                           speculative_algorithm=method, overlap_schedule=None, worker=worker, server_ready=ready,
+                           crashed=bool(crashed), crash=crash, marker=marker, findings=findings, launch=launch,
+                           missing=missing, probe=None, claims=claims or no_claims(), model_runner=runner)
 
     def decided(self, v: Verdict, *, quiet_for: float = 0.0) -> bool:
         return v.verdict in ("dead", "crashed", "live")
@@ -407,7 +403,6 @@ def _requested_method(flags: dict) -> Optional[str]:
 
 def _claims(la: VllmLaunch, crashed: bool, method_of: tuple, worker: dict[str, Any]) -> dict[str, Any]:
     """The claims of verdict/claims.py, from the vLLM launch: each proven with its line, or null."""
-    claim = claim_rules.claim
     if crashed and la.crash is not None:
         c_crashed = claim(True, la.crash[2], f"{la.crash[0]} at line {la.crash[2].no or '?'}")
     else:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dynspec_cli.knowledge.features import load_feature
 from dynspec_cli.knowledge.sglang import knowledge
-from dynspec_cli.verdict.judge import Verdict
+from dynspec_cli.verdict.result import Verdict
 from dynspec_cli.verdict.pipeline import judge_bytes
 
 
