@@ -107,7 +107,7 @@ class VllmClassifier:
         if cmd is not None:  # a launch command in the log: the flags the user requested
             return [Observation(cmd[0], line, cmd[0], {"flags": cmd[1]})]
         src = line.src or ""
-        runner_src = "v1" if src.endswith("gpu_model_runner.py") else "v2" if "v1/worker/gpu/" in src else None
+        runner_src = self.k.runner_of_module(src) if src else None
         if not any(lit in msg for lit in self.literals):
             if runner_src:
                 return [Observation("landmark", line, "runner-source", {"runner": runner_src, "src": src})]

@@ -2,8 +2,8 @@
 one JSON object on stdout, also on failure). dynspec sends this text on stdin:
 
     python - port-free PORT     {"free": bool}            (as the server will bind: TIME_WAIT is free)
-    python - health PORT [PATH...]  {"ok": bool, "status": "/health_generate 200"}  (PATHs asked in turn;
-                                default /health_generate then /health)
+    python - health PORT PATH...  {"ok": bool, "status": "/health_generate 200"}  (PATHs asked in turn: the
+                                engine's readiness, verdict/engines.py SERVING)
     python - free-port          {"port": N}               (a port the kernel hands out on 0.0.0.0)
     python - source-addr ADDR   {"addr": "10.0.0.1"|""}   (this host's address towards ADDR)
     python - hash-files JSON    {"hashes": {path: sha256 | "unreadable: ..."}}
@@ -34,7 +34,7 @@ def health(port, *paths):
     import urllib.request
 
     last = None
-    for path in paths or ("/health_generate", "/health"):
+    for path in paths:
         try:
             with urllib.request.urlopen("http://127.0.0.1:%s%s" % (port, path), timeout=5) as r:
                 return {"ok": r.status == 200, "status": "%s %s" % (path, r.status)}

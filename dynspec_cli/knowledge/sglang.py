@@ -43,6 +43,8 @@ class Knowledge:
         self._masks: dict[str, int] = {}
         self.all = (1 << len(self.releases)) - 1
         self.dispatch_ranges = tables.load_toml(d / "dispatch.toml", tables.DispatchFile).range
+        # every algorithm some release dispatches, in dispatch.toml's order (an unknown one: all of them)
+        self.algorithms = list(dict.fromkeys(a for r in self.dispatch_ranges for rule in r.rules for a in rule.algorithms))
         ov = tables.load_toml(d / "overlap.toml", tables.OverlapFile)
         self.overlap_ranges = ov.range
         self.max_running_reset = ov.max_running_requests_reset

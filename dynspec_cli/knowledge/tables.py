@@ -221,6 +221,7 @@ class LogLineRow(_Row):
     implies: dict[str, Any] = {}
     versions_by_form: dict[str, str] = {}
     decisive: bool = False  # the line alone proves the process died (no later line can undo it)
+    aftermath: bool = False  # the line follows the crash's cause: a crash line seen before it stays the one named
     startup_crash: bool = False  # the line is only written while the server starts (before ready)
     evidence: Union[str, None] = None  # frame | served | constructor | startup: read by verdict/claims.py only
 

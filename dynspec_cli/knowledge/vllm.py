@@ -36,7 +36,13 @@ class RunnerRange(_Row):
     fallback_warning: Union[str, None] = None
 
 
+class RunnerPaths(_Row):
+    v2: list[str]
+    v1: list[str]
+
+
 class RunnerFile(_Row):
+    paths: RunnerPaths
     range: list[RunnerRange]
 
 
@@ -130,7 +136,8 @@ class VllmKnowledge:
         rel = tables.load_toml(d / "releases.toml", ReleasesFile)
         self.releases, self.covered = rel.releases, rel.covered
         self.all = (1 << len(self.releases)) - 1
-        self.runner_ranges = tables.load_toml(d / "runner.toml", RunnerFile).range
+        runner = tables.load_toml(d / "runner.toml", RunnerFile)
+        self.runner_ranges, self.runner_paths = runner.range, runner.paths
         proposers = tables.load_toml(d / "proposers.toml", ProposersFile)
         self.proposers = proposers.proposer
         self.v0_proposers = {r.cls: r for r in proposers.v0}
@@ -251,12 +258,13 @@ class VllmKnowledge:
         return [p for p in self.proposers if p.cls == cls]
 
     def runner_of_module(self, module: str) -> Optional[str]:
-        """v1 | v2 for a file path inside vllm (the patch's location)."""
-        m = module.replace("\\", "/")
-        if "/v1/worker/gpu/" in m or m.startswith("vllm/v1/worker/gpu/"):
-            return "v2"
-        if "/v1/spec_decode/" in m or m.endswith("gpu_model_runner.py"):
-            return "v1"
+        """v1 | v2 for a file inside vllm (runner.toml [paths]): a patch's module, a traceback
+        frame's file, the file a log line was logged from; None when it is neither runner's."""
+        m = "/" + module.replace("\\", "/")
+        for runner in ("v2", "v1"):
+            for p in getattr(self.runner_paths, runner):
+                if (f"/{p}" in m) if p.endswith("/") else m.endswith("/" + p.rsplit("/", 1)[-1]):
+                    return runner
         return None
 
     # --- knobs ---------------------------------------------------------------------------------

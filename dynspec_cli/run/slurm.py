@@ -42,6 +42,7 @@ from dynspec_cli.run import records
 from dynspec_cli.run.control import RunError
 from dynspec_cli.run.profiles import Profile, with_overrides
 from dynspec_cli.transport import Host, TransportError
+from dynspec_cli.verdict import engines
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -704,11 +705,12 @@ def fill_nodes(login: Host, rec: SlurmRecord, st: JobState) -> None:
 # --------------------------------------------------------------------------------------------------
 # watching
 
+_READINESS = engines.SERVING["sglang"].readiness  # (a Slurm job is judged as sglang's: SlurmRecord has no engine)
 HEALTH_AT = r"""
 import sys, urllib.request
-addr, port = sys.argv[1], sys.argv[2]
+addr, port, paths = sys.argv[1], sys.argv[2], sys.argv[3:]
 last = "unreachable"
-for path in ("/health_generate", "/health"):
+for path in paths:
     try:
         with urllib.request.urlopen(f"http://{addr}:{port}{path}", timeout=5) as r:
             print(path, r.status); sys.exit(0)
@@ -804,7 +806,7 @@ def _watch_node(login: Host, rec: SlurmRecord, rank: int, feature, state, jw: Jo
             return pipe.final(exited=True)
         if rank == 0 and not state.ready and v.verdict == "live" and pipe.decided(v) and v.server_ready and rec.addrs:
             try:
-                res = login.run_python(login.python, HEALTH_AT, [rec.addrs[0], str(rec.port)], timeout=30)
+                res = login.run_python(login.python, HEALTH_AT, [rec.addrs[0], str(rec.port), *_READINESS], timeout=30)
                 text = res.text.strip()
             except TransportError:
                 text = ""

@@ -18,8 +18,6 @@ from dynspec_cli.evidence.lines import Line
 from dynspec_cli.evidence.rules import Observation
 from dynspec_cli.knowledge.sglang import Knowledge
 
-_DECISIVE_CRASH = {"unrecognized-arguments", "scheduler-exception", "child-failed", "killed", "no-nvidia-driver", "cuda-oom"}
-
 
 @dataclass
 class Crash:
@@ -191,11 +189,10 @@ class Life:
     def crash_line(self, row, line: Line, *, flag_rejected: bool) -> None:
         if flag_rejected:
             self.flag_rejected = line
-        decisive = row.id in _DECISIVE_CRASH or row.decisive
-        if self.crash is not None and (row.id in ("scheduler-exception", "child-failed", "killed") or row.decisive):
-            self.crash.decisive = self.crash.decisive or decisive  # keep the root cause already seen
+        if self.crash is not None and row.aftermath:
+            self.crash.decisive = self.crash.decisive or row.decisive  # keep the root cause already seen
         else:
-            self.crash = Crash(row.crash, line.msg, line, decisive=decisive)
+            self.crash = Crash(row.crash, line.msg, line, decisive=row.decisive)
         self.past_resolution = True
 
     def args_resolved(self) -> None:

@@ -14,9 +14,6 @@ from dynspec_cli.knowledge.findings import Finding, doc
 from dynspec_cli.knowledge.vllm import VllmKnowledge
 from dynspec_cli.verdict.result import Verdict, claim, clip_text, empty_message, no_claims
 
-_V1_PATH = ("/vllm/v1/spec_decode/", "/vllm/v1/worker/gpu_model_runner.py")
-_V2_PATH = ("/vllm/v1/worker/gpu/",)
-
 
 @dataclass
 class VllmLaunch:
@@ -153,7 +150,7 @@ class VllmJudge:
             la.startup_line = obs.line
         if la.spec_line is None and any(p in path for p in self.k.speculative_paths):
             la.spec_line = obs.line  # speculative-decoding code ran
-        runner = "v2" if any(p in path for p in _V2_PATH) else "v1" if any(p in path for p in _V1_PATH) else None
+        runner = self.k.runner_of_module(path.split("/vllm/", 1)[1]) if "/vllm/" in path else None
         if runner and la.runner is None:
             self._set_runner(la, runner, obs.line, f"traceback frame in {path.split('/vllm/', 1)[-1]}")
 

@@ -152,8 +152,9 @@ def judge(facts: dict[str, Any], feature: Feature, spec: Optional[dict], env: di
                 fix = (f"V2 does not support {', '.join(choice.unsupported)} on vllm {version}: drop it to run V2, or port "
                        f"the patch to {prop.cls} ({prop.module}).")
             elif other is not None and any(h.get("file") == other.module for h in hits):
-                fix = (f"Set {V2_ENV}={'1' if other.module.find('/worker/gpu/') >= 0 else '0'} to run the "
-                       f"{'V2' if '/worker/gpu/' in other.module else 'V1'} runner, or port the patch to {prop.cls} ({prop.module}).")
+                v2 = k.runner_of_module(other.module) == "v2"
+                fix = (f"Set {V2_ENV}={'1' if v2 else '0'} to run the "
+                       f"{'V2' if v2 else 'V1'} runner, or port the patch to {prop.cls} ({prop.module}).")
             findings.append(Finding("DS601", f"vllm {version} will run the {choice.runner.upper()} model runner and {prop.cls} "
                                              f"({prop.module}); the patch is in {where}: dead code. {choice.reason}.", fix=fix))
     elif choice.runner:

@@ -10,7 +10,6 @@ import msgspec
 
 from dynspec_cli.knowledge.sglang import Knowledge, WorkerChoice
 
-SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "STANDALONE", "NGRAM", "DFLASH", "FROZEN_KV_MTP", "DSPARK", "UNO")
 _NOT_WORKERS = {"TpModelWorker", "BaseSpecWorker", "BaseDraftWorker", "object"}
 
 
@@ -28,7 +27,7 @@ class WorkerAnalysis(msgspec.Struct, dict=True):
 def analyze(k: Knowledge, mask: int, algorithms: Iterable[str] | None, overlap: Optional[bool],
             multi_layer: Optional[bool], patched: list[str], fits=None,
             methods: Optional[dict[str, str]] = None) -> WorkerAnalysis:
-    algos = sorted(set(algorithms)) if algorithms else list(SPEC_ALGORITHMS)
+    algos = sorted(set(algorithms)) if algorithms else list(k.algorithms)
     overlaps = [overlap] if overlap is not None else [True, False]
     mls_all = [multi_layer] if multi_layer is not None else [False, True]
     cands = k.workers_for(mask, algos, overlaps, mls_all, fits)

@@ -28,7 +28,7 @@ def test_health_of_a_port_nobody_serves():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    code, doc = ask("health", str(port))
+    code, doc = ask("health", str(port), "/health_generate", "/health")
     assert code == 0 and doc["ok"] is False and doc["status"].startswith("/health ")
 
 
