@@ -281,6 +281,10 @@ class Guard:
                 r = w.ranks.get(self.metric_rank(s_labels))
                 if r is not None:
                     r.gauge_accept = value
+            for s_labels, value in _series(with_metrics[-1], "sglang:spec_num_steps"):
+                r = w.ranks.get(self.metric_rank(s_labels))
+                if r is not None:
+                    r.num_steps = value
             for label, value in _vllm_accept(with_metrics).items():  # vLLM: per engine, from its counters
                 r = w.ranks.get(self.metric_rank({"engine": label}))
                 if r is not None:

@@ -46,6 +46,7 @@ class RankWindow:
     label: str  # "DP1", or "" for a server with one scheduler stream
     decode: list[Decode] = field(default_factory=list)
     gauge_accept: Optional[float] = None  # sglang:spec_accept_length at the window's end (None: not exported)
+    num_steps: Optional[float] = None  # sglang:spec_num_steps (0.5.23: the draft steps active now; the adaptive tier's)
     step: Optional[Step] = None
     state: str = "idle"
 
@@ -63,7 +64,8 @@ class RankWindow:
         return {"rank": self.label or None, "state": self.state, "lines": len(self.decode),
                 "running_range": list(rr) if rr else None, "accept_len": self.accept_len,
                 "speculation": s.speculation if s else "unknown", "expected": s.expected if s else "-",
-                "groups": [g.to_json() for g in s.groups] if s else [], "gauge_spec_accept_length": self.gauge_accept}
+                "groups": [g.to_json() for g in s.groups] if s else [], "gauge_spec_accept_length": self.gauge_accept,
+                "spec_num_steps": self.num_steps}
 
 
 @dataclass
