@@ -116,7 +116,7 @@ def status_cmd(
     from dynspec_cli.knowledge.features import load_feature
     from dynspec_cli.place import group as placement
     from dynspec_cli.run import group as G
-    from dynspec_cli.run import records
+    from dynspec_cli.run import ownership
 
     with _errors():
         with _hosts(ssh_config, known_hosts, accept_new_host_key) as opener:
@@ -124,7 +124,7 @@ def status_cmd(
             rows = []
             for m in sorted(doc["members"], key=lambda m: m["rank"]):
                 h = opener(m["host"], m.get("python"))
-                rec = records.load(h, m["name"])
+                rec = ownership.load(h, m["name"])
                 row = G.node_status(h, rec, load_feature) if rec is not None else {
                     "name": m["name"], "alive": False, "verdict": None, "last_lines": ["(no run record)"]}
                 rows.append({"rank": m["rank"], **row, "host": m["host"]})

@@ -41,6 +41,7 @@ def guard(
     the benchmark as a child while the server's log, its /metrics per rank and the proven process
     are watched; per window, whether speculation was live, effective and as the feature promises.
     `dynspec guard myrun -- python -m sglang.bench_serving --port 30000 ...`"""
+    from dynspec_cli import place
     from dynspec_cli.cli import runs
     from dynspec_cli.cli.errors import UsageError
     from dynspec_cli.cli.prove_cmds import _api_key, _bad_input, load_receipt
@@ -67,7 +68,8 @@ def guard(
     with host_obj, _bad_input():
         path, doc = load_receipt(host_obj, receipt)
         try:
-            summary = receipts.check(host_obj, doc, max_age=age, accept_synthetic=accept_synthetic)
+            summary = receipts.check(host_obj, doc, max_age=age, accept_synthetic=accept_synthetic,
+                                     check_server=place.of_receipt(doc).gate_server)
         except receipts.GateFailed as e:
             sys.stderr.write(f"dynspec guard: gate FAILED {e}: the benchmark was not started\n")
             raise typer.Exit(REFUSED)
@@ -103,21 +105,16 @@ def _live(err, w) -> None:
 
 
 def _target(host, doc):
-    """The proven server as prove reached it: its run record (or Slurm record) on `host`."""
+    """The proven server as prove reached it: its run's record on `host`, by the receipt's placement."""
+    from dynspec_cli import place
     from dynspec_cli.cli.errors import UsageError
-    from dynspec_cli.prove import session
-    from dynspec_cli.run import records, slurm
 
     name = doc["run"]["name"]
-    if doc.get("slurm"):
-        srec = slurm.load_record(host, name)
-        if srec is None:
-            raise UsageError(f"no Slurm run named {name!r} on {host.name}")
-        return session.slurm_target(slurm.on_cluster(host, srec.slurm_conf), srec)
-    rec = records.load(host, name)
-    if rec is None:
+    found = place.of_receipt(doc).find(host, name, place.Request())
+    if found is None:
         raise UsageError(f"no run named {name!r} on {host.name}")
-    return session.Target(host, rec.python or "python3", f"http://127.0.0.1:{rec.port}", rec.log, rec.log_offset, rec)
+    p, rec = found
+    return p.prove_target(rec)
 
 
 def _ranks(argv: list[str], engine: str = "sglang") -> list[str]:

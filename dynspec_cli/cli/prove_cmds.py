@@ -57,13 +57,13 @@ def prove(
     Decode batch lines, meta_info, /server_info and /metrics, that speculation is on at running
     batches up to the threshold and off above it. Writes a receipt next to the run record for
     `dynspec gate`."""
+    from dynspec_cli import place
     from dynspec_cli.cli import runs
     from dynspec_cli.cli.errors import UsageError
     from dynspec_cli.knowledge.features import load_feature
     from dynspec_cli.prove import session
     from dynspec_cli.prove.plan import loopback_base
     from dynspec_cli.report.console import console
-    from dynspec_cli.run import records, slurm
     from dynspec_cli.transport import LocalHost
 
     out = console(stderr=json_out)
@@ -81,17 +81,12 @@ def prove(
             target = session.Target(host_obj, sys.executable, loopback_base(url), log=log)
         else:
             host_obj = runs.open_target(host, ssh_config, known_hosts, accept_new_host_key)
-            rec = records.load(host_obj, name)
-            srec = slurm.load_record(host_obj, name) if rec is None else None  # a Slurm run, by name or job id
-            if rec is None and srec is None:
+            found = place.find(host_obj, name, place.Request())  # any placement's run (a Slurm job id too)
+            if found is None:
                 raise UsageError(f"no run named {name!r} on {host_obj.name}")
-            if srec is not None:
-                feat = load_feature(feature or srec.feature)
-                target = session.slurm_target(slurm.on_cluster(host_obj, srec.slurm_conf), srec)
-            else:
-                feat = load_feature(feature or rec.feature)
-                target = session.Target(host_obj, rec.python or "python3", f"http://127.0.0.1:{rec.port}", rec.log,
-                                        rec.log_offset, rec)
+            p, rec = found
+            feat = load_feature(feature or rec.feature)
+            target = p.prove_target(rec)
         session.check_engine(feat)
         target.api_key, target.api_key_source = _api_key(api_key_env, target)
         with host_obj:
@@ -174,7 +169,7 @@ def _prove(target, feat, out, json_out, threshold, steps, duration, max_requests
         else:
             paths, note = receipts.find_patched_files(target.host, target.python, feat, target.record.argv)
             files = [(p, "marker-search") for p in paths]
-        rdoc = receipts.build(target.host, target.record, doc, verdict, probe, files, note, target.slurm)
+        rdoc = receipts.build(target.host, target.record, doc, verdict, probe, files, note, target.where)
         doc["receipt"] = receipts.write(target.host, rdoc)
         doc["patched_files"] = rdoc["patched_files"]
     else:
@@ -210,6 +205,7 @@ def gate(
     """For benchmark scripts: exit 0 only if the receipt says live and proven and the same server
     process (pid, start time, command line) still runs with the same patched files.
     `dynspec gate myrun --max-age 1h && python -m sglang.bench_serving ...`"""
+    from dynspec_cli import place
     from dynspec_cli.cli import runs
     from dynspec_cli.prove import receipt as receipts
     from dynspec_cli.prove.plan import parse_age
@@ -220,7 +216,8 @@ def gate(
         with runs.open_target(host, ssh_config, known_hosts, accept_new_host_key) as target:
             path, doc = load_receipt(target, receipt)
             try:
-                summary = receipts.check(target, doc, max_age=age, accept_synthetic=accept_synthetic)
+                summary = receipts.check(target, doc, max_age=age, accept_synthetic=accept_synthetic,
+                                         check_server=place.of_receipt(doc).gate_server)
             except receipts.GateFailed as e:
                 if json_out:
                     emit({"ok": False, "check": e.check, "message": str(e), "receipt": path})
@@ -238,13 +235,13 @@ def load_receipt(target, receipt: str) -> tuple[str, dict]:
     typer.Exit(2) with one line when there is none or it does not parse."""
     import json
 
+    from dynspec_cli import place
     from dynspec_cli.prove import receipt as receipts
-    from dynspec_cli.run import slurm
 
     path = receipt
     if "/" not in receipt and not receipt.endswith(".json"):
-        srec = slurm.load_record(target, receipt) if receipt.isdigit() else None  # a Slurm job id
-        path = receipts.receipt_path(target, srec.name if srec else receipt)
+        found = place.find(target, receipt, place.Request()) if receipt.isdigit() else None  # a Slurm job id
+        path = receipts.receipt_path(target, found[0].name if found else receipt)
     try:
         return path, json.loads(target.read_file(path))
     except FileNotFoundError:

@@ -311,10 +311,11 @@ class Guard:
     def identity(self, w: W.Window) -> None:
         """The proven server process is still the one running (the gate's own checks, each window;
         a Slurm run's are checked at the start and the end only: each costs an srun)."""
-        if self.receipt.get("slurm") and not w.last:
+        where = self.t.where  # a scheduler's run (a Slurm job): checked at the start and the end only
+        if where is not None and not w.last:
             return
         try:
-            receipts.check_server(self.t.host, self.receipt)
+            (where.check_server if where is not None else receipts.check_process)(self.t.host, self.receipt)
         except receipts.GateFailed as e:
             kind = "died" if "not running" in str(e) else "restarted"
             w.events.append(W.Event(kind, str(e)))

@@ -9,6 +9,10 @@ offers
                               host, ready to watch or stop
     status_rows(target, names, feature_loader) -> list[dict]
                               `dynspec status` rows for the runs of this placement on a host
+    owns_receipt(doc), gate_server(host, doc) -> str
+                              whether a prove receipt is of this placement's run, and the gate's check
+                              that the proven server still runs (GateFailed if not)
+and its Placement a `prove_target(record)`: the prove/session.py Target that prove and guard drive.
 
 The launch, watch, Ctrl-C and stop sequence is written once, in sequence.py; cli/ parses the
 options into a `Request` and renders what the placement's screen and render hand back."""
@@ -80,6 +84,11 @@ def find(target, ref: str, request: Request):
         if found is not None:
             return found
     return None
+
+
+def of_receipt(doc: dict) -> ModuleType:
+    """The placement whose run a prove receipt is of (its `gate_server` checks the server still runs)."""
+    return next(m for m in map(get, KINDS) if m.owns_receipt(doc))
 
 
 def status_rows(target, names, feature_loader) -> list[dict]:

@@ -164,5 +164,9 @@ def find(target, ref: str, req):
     return None  # a group is found by `dynspec group watch/status/stop` (its record is on node 0)
 
 
+def owns_receipt(doc: dict) -> bool:
+    return False  # a node's receipt is its host run's
+
+
 def status_rows(target, names, feature_loader) -> list[dict]:
     return []  # its nodes are host runs (NAME-nRANK), listed as such

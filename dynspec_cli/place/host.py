@@ -68,6 +68,12 @@ class HostPlacement:
     def abandon(self, rec) -> None:
         pass
 
+    # what prove needs of the run
+    def prove_target(self, rec: RunRecord):
+        from dynspec_cli.prove.session import Target
+
+        return Target(self.host, rec.python or "python3", f"http://127.0.0.1:{rec.port}", rec.log, rec.log_offset, rec)
+
     # what the commands show
     def screen(self, out, json_out: bool):
         from dynspec_cli.report.runs import LaunchScreen
@@ -108,11 +114,22 @@ def open(req) -> Iterator[HostPlacement]:
 
 
 def find(target, ref: str, req) -> Optional[tuple[HostPlacement, RunRecord]]:
-    rec = records.load(target, ref)
+    rec = records.read(target, ref)
     if rec is None:
         return None
-    rec = control.settled(target, rec)
+    rec = control.settled(target, rec)  # a "starting" record: completed from the host
     return HostPlacement(target, rec.feature, name=rec.name), rec
+
+
+def owns_receipt(doc: dict) -> bool:
+    return True  # the fallback
+
+
+def gate_server(host, doc: dict) -> str:
+    """The proven server is the process on `host` (prove/receipt.py check_process)."""
+    from dynspec_cli.prove.receipt import check_process
+
+    return check_process(host, doc)
 
 
 def status_rows(target, names, feature_loader) -> list[dict]:

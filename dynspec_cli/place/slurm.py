@@ -87,6 +87,50 @@ class SlurmPlacement:
             self.guard.fire() if fire else self.guard.release()
             self.guard = None
 
+    # what prove, gate and guard need of the run (prove/session.py Target.where, prove/receipt.py)
+    def prove_target(self, rec):
+        """Rank 0 serves HTTP, so the load generator runs on the login host against node 0's
+        NodeAddr:port; node 0's log is read there (the shared filesystem)."""
+        import msgspec
+
+        from dynspec_cli.prove.plan import PlanError
+        from dynspec_cli.prove.session import Target
+        from dynspec_cli.run.hints import command
+
+        if not rec.addrs:
+            raise PlanError(f"Slurm run {rec.name} (job {rec.job_id}) has no nodes recorded yet: "
+                            f"{command('watch', rec.name, host=self.login)} until it is live, then prove")
+        self.rec = rec
+        nrec = msgspec.structs.replace(S.node_record(rec, 0), name=rec.name)
+        return Target(self.login, rec.python, f"http://{rec.addrs[0]}:{rec.port}", rec.logs[0], rec.offsets[0], nrec,
+                      where=self)
+
+    @property
+    def job_id(self) -> Optional[str]:
+        return self.rec.job_id if self.rec is not None else None
+
+    def label(self, t) -> str:
+        s = self.rec
+        return f"{s.name} (Slurm job {s.job_id}, node {s.nodes[0]}) via {t.host.name} ({t.base})"
+
+    def gone(self, t) -> Optional[str]:
+        return S.server_gone(t.host, self.rec)
+
+    def receipt_server(self) -> dict:
+        """Node 0's server (rank 0, the HTTP endpoint) as node 0 sees it."""
+        srec = self.rec
+        pid = S.server_pid(self.login, srec, 0)
+        seen = S.node_process(self.login, srec.job_id, srec.nodes[0], srec.python, pid) if pid else {}
+        return {"pid": pid, "pgid": None, "leader_start": seen.get("start"), "cmdline_sha256": seen.get("cmdline_sha256"),
+                "boot_id": seen.get("boot_id"), "python": srec.python, "node": srec.nodes[0]}
+
+    def check_server(self, host, doc: dict) -> str:
+        return gate_server(host, doc)
+
+    def receipt_part(self) -> dict:
+        s = self.rec
+        return {"slurm": {"job_id": s.job_id, "nodes": list(s.nodes), "addrs": list(s.addrs), "conf": s.slurm_conf}}
+
     # what the commands show (report/slurm.py)
     def screen(self, out, json_out: bool):
         from dynspec_cli.report.slurm import Screen
@@ -144,6 +188,49 @@ def find(target, ref: str, req) -> Optional[tuple[SlurmPlacement, S.SlurmRecord]
     p = SlurmPlacement(S.on_cluster(target, rec.slurm_conf), name=rec.name, stall_timeout=req.stall_timeout)
     p.rec = rec
     return p, rec
+
+
+def owns_receipt(doc: dict) -> bool:
+    return bool(doc.get("slurm"))
+
+
+def gate_server(host, doc: dict) -> str:
+    """The proven Slurm job still RUNNING on the same nodes (squeue/scontrol on the login host),
+    still the run's job, and node 0's server the proven process (seen on node 0 through srun)."""
+    from dynspec_cli.prove import receipt as receipts
+
+    s, srv = doc["slurm"], doc.get("server") or {}
+    jid, nodes, name = str(s.get("job_id")), list(s.get("nodes") or []), (doc.get("run") or {}).get("name")
+    login = S.on_cluster(host, s.get("conf"))
+    try:
+        rec = S.load_record(host, name) if name else None
+        if rec is not None and rec.job_id != jid:
+            raise receipts.GateFailed("job", f"run {name} is now Slurm job {rec.job_id}, not the proven job {jid}; prove again")
+        st = S.job_state(login, jid)
+        if st.state != "RUNNING":
+            raise receipts.GateFailed("job", f"Slurm job {jid} is {st.shown()}, not RUNNING: the proven server is gone")
+        now_nodes = S.hostnames(login, st.nodelist)
+        if now_nodes != nodes:
+            raise receipts.GateFailed("nodes", f"Slurm job {jid} runs on {','.join(now_nodes) or '?'}, not on the proven "
+                                      f"{','.join(nodes)}")
+        pid = srv.get("pid")
+        if not isinstance(pid, int) or srv.get("leader_start") is None or not srv.get("node"):
+            raise receipts.GateFailed("process", "the receipt holds no server pid and start time on node 0; prove again")
+        seen = S.node_process(login, jid, srv["node"], srv.get("python") or "python3", pid)
+    except S.SlurmError as e:
+        raise receipts.GateFailed("job", str(e)) from None
+    if not seen.get("alive"):
+        raise receipts.GateFailed("process", f"the proven server (pid {pid}) is not running on {srv['node']}")
+    if srv.get("boot_id") and seen.get("boot_id") != srv.get("boot_id"):
+        raise receipts.GateFailed("process", f"{srv['node']} rebooted since the proof")
+    if seen.get("start") != srv.get("leader_start"):
+        raise receipts.GateFailed("process", f"pid {pid} on {srv['node']} is another process than the proven server "
+                                    f"(start time {seen.get('start')} != {srv.get('leader_start')})")
+    if seen.get("cmdline_sha256") != srv.get("cmdline_sha256"):
+        raise receipts.GateFailed("cmdline", f"the command line of pid {pid} on {srv['node']} differs from the proven server's")
+    return f"pid {pid} on {srv['node']}, Slurm job {jid}"
+
+
 
 
 def status_rows(target, names, feature_loader) -> list[dict]:

@@ -30,9 +30,8 @@ import json
 import time
 from typing import Any, Optional
 
-from dynspec_cli.run import records, slurm
+from dynspec_cli.run import records
 from dynspec_cli.run.records import RunRecord
-from dynspec_cli.run.slurm import SlurmRecord
 from dynspec_cli.transport import Host
 from dynspec_cli.verdict import acceptance
 
@@ -99,20 +98,13 @@ def _plugin_files(facts: dict, feature) -> tuple[list[str], str]:
                   "its code and metadata"
 
 
-def slurm_server(login: Host, srec: SlurmRecord) -> dict[str, Any]:
-    """Node 0's server (rank 0, the HTTP endpoint) as node 0 sees it, for the receipt."""
-    pid = slurm.server_pid(login, srec, 0)
-    seen = slurm.node_process(login, srec.job_id, srec.nodes[0], srec.python, pid) if pid else {}
-    return {"pid": pid, "pgid": None, "leader_start": seen.get("start"), "cmdline_sha256": seen.get("cmdline_sha256"),
-            "boot_id": seen.get("boot_id"), "python": srec.python, "node": srec.nodes[0]}
-
-
 def build(host: Host, rec: RunRecord, proof_doc: dict[str, Any], verdict: Optional[dict[str, Any]],
           probe: Optional[dict[str, Any]], files: list[tuple[str, str]], files_note: str,
-          srec: Optional[SlurmRecord] = None) -> dict[str, Any]:
+          where=None) -> dict[str, Any]:
+    """`where`: a run a scheduler placed (session.Target.where): it names the server and adds its part."""
     now = time.time()
-    if srec is not None:
-        server = slurm_server(host, srec)
+    if where is not None:
+        server = where.receipt_server()
     else:
         server = {"pid": rec.pid, "pgid": rec.pgid, "leader_start": rec.leader_start,
                   "cmdline_sha256": cmdline_sha256(host, rec.pid), "boot_id": boot_id(host), "python": rec.python}
@@ -148,8 +140,7 @@ def build(host: Host, rec: RunRecord, proof_doc: dict[str, Any], verdict: Option
         "patched_files": [{"path": p, "sha256": file_sha256(host, p), "source": src} for p, src in files],
         "patched_files_note": files_note,
         "acceptance": acceptance.of(rec.engine, list(rec.argv)),
-        **({"slurm": {"job_id": srec.job_id, "nodes": list(srec.nodes), "addrs": list(srec.addrs),
-                      "conf": srec.slurm_conf}} if srec is not None else {}),
+        **(where.receipt_part() if where is not None else {}),
     }
 
 
@@ -175,8 +166,10 @@ def provenance(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 def check(host: Host, doc: dict[str, Any], *, max_age: Optional[float], now: Optional[float] = None,
-          accept_synthetic: bool = False) -> str:
-    """Every gate check, in order; the first that fails raises GateFailed. Returns a summary."""
+          accept_synthetic: bool = False, check_server=None) -> str:
+    """Every gate check, in order; the first that fails raises GateFailed. Returns a summary.
+    `check_server(host, doc)`: the placement's check that the proven server still runs (default:
+    the process on `host`, check_process)."""
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
         raise GateFailed("receipt", f"not a dynspec receipt (schema {doc.get('schema') if isinstance(doc, dict) else None!r})")
     from dynspec_cli.prove.plan import format_age
@@ -194,7 +187,7 @@ def check(host: Host, doc: dict[str, Any], *, max_age: Optional[float], now: Opt
     age = (now or time.time()) - float(doc.get("created_at") or 0)
     if max_age is not None and age > max_age:
         raise GateFailed("age", f"the receipt is {format_age(age)} old (max {format_age(max_age)}); prove again")
-    who = check_server(host, doc)
+    who = (check_server or check_process)(host, doc)
     files = doc.get("patched_files") or []
     if not files:
         raise GateFailed("patched-files", "the receipt names no patched file (prove with --patched-file PATH)")
@@ -210,47 +203,8 @@ def check(host: Host, doc: dict[str, Any], *, max_age: Optional[float], now: Opt
                                                          f", acceptance {prov['provenance']} (--accept-synthetic)"))
 
 
-def check_server(host: Host, doc: dict[str, Any]) -> str:
-    """The proven server is the one running (GateFailed if not); returns who it is."""
-    return _check_slurm_job(host, doc) if doc.get("slurm") else _check_process(host, doc)
-
-
-def _check_slurm_job(host: Host, doc: dict[str, Any]) -> str:
-    """The proven Slurm job still RUNNING on the same nodes (squeue/scontrol on the login host),
-    still the run's job, and node 0's server the proven process (seen on node 0 through srun)."""
-    s, srv = doc["slurm"], doc.get("server") or {}
-    jid, nodes, name = str(s.get("job_id")), list(s.get("nodes") or []), (doc.get("run") or {}).get("name")
-    login = slurm.on_cluster(host, s.get("conf"))
-    try:
-        rec = slurm.load_record(host, name) if name else None
-        if rec is not None and rec.job_id != jid:
-            raise GateFailed("job", f"run {name} is now Slurm job {rec.job_id}, not the proven job {jid}; prove again")
-        st = slurm.job_state(login, jid)
-        if st.state != "RUNNING":
-            raise GateFailed("job", f"Slurm job {jid} is {st.shown()}, not RUNNING: the proven server is gone")
-        now_nodes = slurm.hostnames(login, st.nodelist)
-        if now_nodes != nodes:
-            raise GateFailed("nodes", f"Slurm job {jid} runs on {','.join(now_nodes) or '?'}, not on the proven "
-                                      f"{','.join(nodes)}")
-        pid = srv.get("pid")
-        if not isinstance(pid, int) or srv.get("leader_start") is None or not srv.get("node"):
-            raise GateFailed("process", "the receipt holds no server pid and start time on node 0; prove again")
-        seen = slurm.node_process(login, jid, srv["node"], srv.get("python") or "python3", pid)
-    except slurm.SlurmError as e:
-        raise GateFailed("job", str(e)) from None
-    if not seen.get("alive"):
-        raise GateFailed("process", f"the proven server (pid {pid}) is not running on {srv['node']}")
-    if srv.get("boot_id") and seen.get("boot_id") != srv.get("boot_id"):
-        raise GateFailed("process", f"{srv['node']} rebooted since the proof")
-    if seen.get("start") != srv.get("leader_start"):
-        raise GateFailed("process", f"pid {pid} on {srv['node']} is another process than the proven server "
-                                    f"(start time {seen.get('start')} != {srv.get('leader_start')})")
-    if seen.get("cmdline_sha256") != srv.get("cmdline_sha256"):
-        raise GateFailed("cmdline", f"the command line of pid {pid} on {srv['node']} differs from the proven server's")
-    return f"pid {pid} on {srv['node']}, Slurm job {jid}"
-
-
-def _check_process(host: Host, doc: dict[str, Any]) -> str:
+def check_process(host: Host, doc: dict[str, Any]) -> str:
+    """The proven server is the process running on `host` (GateFailed if not); returns who it is."""
     srv = doc.get("server") or {}
     pid = srv.get("pid")
     if srv.get("boot_id") and boot_id(host) != srv.get("boot_id"):

@@ -2,7 +2,7 @@
 server's host through `Host.run_python`, so the traffic goes to 127.0.0.1:<port of the run> on
 that host, also over SSH; it stops by itself at the step's bounds, and the host kills it when
 dynspec is interrupted (Ctrl-C ends `run_python`, whose process group is killed). A Slurm run's
-target is its login host, the traffic going to node 0's NodeAddr:port (`slurm_target`)."""
+target is its login host, the traffic going to node 0's NodeAddr:port (place/slurm.py)."""
 from __future__ import annotations
 
 import json
@@ -10,17 +10,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-import msgspec
-
 from dynspec_cli import inject
 from dynspec_cli.knowledge.features import Feature
 from dynspec_cli.prove import decision, observations
 from dynspec_cli.prove.decision import Conclusion, Step
-from dynspec_cli.run.hints import command
 from dynspec_cli.prove.plan import Plan, PlanError, parse_steps, threshold_from_argv
-from dynspec_cli.run import records, slurm
+from dynspec_cli.run import records
 from dynspec_cli.run.records import RunRecord
-from dynspec_cli.run.slurm import SlurmRecord
 from dynspec_cli.transport import Host
 
 LOADGEN = inject.script("loadgen.py")
@@ -54,27 +50,17 @@ class Target:
     record: Optional[RunRecord] = None
     api_key: Optional[str] = field(default=None, repr=False)  # the server's --api-key (never printed)
     api_key_source: Optional[str] = None  # the environment variable it came from
-    slurm: Optional[SlurmRecord] = None  # a Slurm run: host is its login host, base node 0's NodeAddr
+    # a run a scheduler placed (place/slurm.py): .label(target), .gone(target), .job_id, and the
+    # receipt's parts (receipt_server(), receipt_part(), check_server(host, doc)); None: a process on `host`
+    where: Any = None
 
     @property
     def label(self) -> str:
-        if self.slurm is not None:
-            s = self.slurm
-            return f"{s.name} (Slurm job {s.job_id}, node {s.nodes[0]}) via {self.host.name} ({self.base})"
+        if self.where is not None:
+            return self.where.label(self)
         if self.record is not None:
             return f"{self.record.name} on {self.host.name} ({self.base})"
         return self.base
-
-
-def slurm_target(login: Host, rec: SlurmRecord) -> Target:
-    """A Slurm run as prove sees it: rank 0 serves HTTP, so the load generator runs on the login
-    host against node 0's NodeAddr:port; node 0's log is read there (the shared filesystem)."""
-    if not rec.addrs:
-        raise PlanError(f"Slurm run {rec.name} (job {rec.job_id}) has no nodes recorded yet: "
-                        f"{command('watch', rec.name, host=login)} until it is live, then prove")
-    nrec = msgspec.structs.replace(slurm.node_record(rec, 0), name=rec.name)
-    return Target(login, rec.python, f"http://{rec.addrs[0]}:{rec.port}", rec.logs[0], rec.offsets[0], nrec,
-                  slurm=rec)
 
 
 @dataclass
@@ -97,7 +83,7 @@ class Proof:
             "schema": "dynspec-prove/1",
             "engine": self.feature.engine,
             "target": {"run": t.record.name if t.record else None, "host": t.host.name, "url": t.base, "log": t.log,
-                       "job_id": t.slurm.job_id if t.slurm else None},
+                       "job_id": getattr(t.where, "job_id", None)},
             "feature": self.feature.name,
             "expect": {"speculate_at_or_below_threshold": self.feature.expect.speculate_at_or_below_threshold},
             "threshold": self.plan.threshold, "threshold_source": self.plan.threshold_source,
@@ -222,8 +208,8 @@ def gone(t: Target) -> Optional[str]:
     rec = t.record
     if rec is None:
         return None
-    if t.slurm is not None:
-        return slurm.server_gone(t.host, t.slurm)
+    if t.where is not None:
+        return t.where.gone(t)
     if not t.host.is_alive(rec.pid):
         return f"the server (pid {rec.pid}) is not running"
     if rec.leader_start is not None:

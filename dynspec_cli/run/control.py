@@ -81,7 +81,7 @@ def start(host: Host, prof: Profile, feature: Feature, *, replace: bool, sglang_
     then completed: dynspec killed or interrupted at any point leaves a findable, stoppable run."""
     import uuid
 
-    old = records.load(host, prof.name)
+    old = records.read(host, prof.name)
     if old is not None and old.state == records.STARTING:
         old = ownership.resolve(host, old)
         if old.state == records.STARTING:
@@ -145,7 +145,7 @@ def _settle(host: Host, rec: RunRecord, *, spawning: bool) -> None:
     What to stop or to say is the caller's (launch.interrupted)."""
     try:
         if spawning:
-            ownership.resolve(host, records.load(host, rec.name) or rec)
+            ownership.resolve(host, records.read(host, rec.name) or rec)
         elif rec.state == records.STARTING:
             rec.state, rec.stopped_at = records.NOT_STARTED, records.now()
             records.save(host, rec)
@@ -319,5 +319,5 @@ def record_status_per_call(host: Host, rec: RunRecord, feature_loader) -> dict:
 
 
 def status_per_call(host: Host, feature_loader, names: Optional[list[str]] = None) -> list[dict]:
-    return [record_status_per_call(host, rec, feature_loader) for rec in records.all_records(host)
-            if names is None or rec.name in names]
+    return [record_status_per_call(host, ownership.resolve(host, rec), feature_loader)
+            for rec in records.all_records(host) if names is None or rec.name in names]

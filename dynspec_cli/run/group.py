@@ -27,7 +27,7 @@ import msgspec
 
 from dynspec_cli.knowledge.findings import Finding, forced_verdict
 from dynspec_cli.knowledge.tables import ConfigError
-from dynspec_cli.run import control, records
+from dynspec_cli.run import control, ownership, records
 from dynspec_cli.run.control import RunEnded, RunError
 from dynspec_cli.run.launch import start_prepared
 from dynspec_cli.run.profiles import Profile
@@ -451,7 +451,7 @@ class GroupOutcome:
 
 
 
-def _evidence(pipe, v) -> str:
+def node_evidence(pipe, v) -> str:
     if v.crash:
         return f"line {v.crash.get('line')}: {v.crash.get('text') or v.crash.get('message')}"
     if v.marker.get("found"):
@@ -474,7 +474,7 @@ def watch_node(node: Node, feature, state: NodeState, stop: threading.Event, *, 
         state.verdict = v.verdict
         la = v.launch or {}
         state.phase = "ready" if v.server_ready else (la.get("phase") or "args")
-        state.evidence = _evidence(w.pipeline, v)[:300]
+        state.evidence = node_evidence(w.pipeline, v)[:300]
         state.ready, state.health = w.ready, w.health
 
     try:
@@ -515,7 +515,7 @@ def watch_group(nodes: list[Node], feature, *, timeout: Optional[float], stall_t
             changed.clear()
             if on_change is not None:
                 on_change(states)
-            outcome = _decide(states)
+            outcome = decide(states)
             if outcome is None and deadline is not None and time.monotonic() >= deadline:
                 outcome = GroupOutcome("inconclusive", 3, "timeout", None,
                                        "timed out: " + "; ".join(f"node {s.rank} {s.verdict} in {s.phase}"
@@ -551,7 +551,7 @@ def group_verdict(verdicts: list[Optional[str]]) -> str:
     return "inconclusive"
 
 
-def _decide(states: list[NodeState]) -> Optional[GroupOutcome]:
+def decide(states: list[NodeState]) -> Optional[GroupOutcome]:
     # dead outranks crashed (as for one server), then the earliest rank
     for kind, why in (("dead", "node-dead"), ("crashed", "node-crashed")):
         bad = [s for s in states if s.verdict == kind]
@@ -607,7 +607,7 @@ def stop_members(doc: dict[str, Any], open_host: Callable[..., Host], *, grace: 
     def one(m: dict[str, Any]) -> Optional[str]:
         try:
             host = open_host(m["host"], m.get("python"))
-            rec = records.load(host, m["name"])
+            rec = ownership.load(host, m["name"])
         except (RunError, TransportError) as e:
             return str(e)
         if rec is None:
@@ -636,7 +636,7 @@ def attach(doc: dict[str, Any], open_host: Callable[..., Host]) -> list[Node]:
     nodes = []
     for m in sorted(doc["members"], key=lambda m: m["rank"]):
         host = open_host(m["host"], m.get("python"))
-        rec = records.load(host, m["name"])
+        rec = ownership.load(host, m["name"])
         if rec is None:
             raise RunError(f"group {doc['group']!r}: no run record {m['name']!r} on {host.name}")
         nodes.append(Node(m["rank"], host, _placeholder_profile(m), rec))

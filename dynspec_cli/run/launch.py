@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from dynspec_cli.knowledge.features import Feature
-from dynspec_cli.run import control, records
+from dynspec_cli.run import control, ownership, records
 from dynspec_cli.run.profiles import Profile
 from dynspec_cli.run.records import RunRecord
 from dynspec_cli.transport import Host
@@ -41,7 +41,7 @@ def started_since(host: Host, name: str, since: float) -> Optional[RunRecord]:
 
     deadline = time.monotonic() + 3.0
     while True:
-        rec = records.load(host, name)  # resolves a "starting" record from the host
+        rec = ownership.load(host, name)  # a "starting" record: completed from the host
         if rec is None or rec.started_at < since:
             return None
         if rec.state != records.STARTING or time.monotonic() >= deadline:

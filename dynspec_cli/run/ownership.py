@@ -58,6 +58,13 @@ def identify(host: Host, rec: RunRecord) -> dict[str, Any]:
                                   "pid_file": rec.pid_file})
 
 
+def load(host: Host, name: str) -> Optional[RunRecord]:
+    """The record of `name` with its server found: a launch that broke off ("starting") is
+    completed from what is on the host (`resolve`), so every caller gets the server it started."""
+    rec = records.read(host, name)
+    return resolve(host, rec) if rec is not None else None
+
+
 def resolve(host: Host, rec: RunRecord, doc: Optional[dict[str, Any]] = None) -> RunRecord:
     """Complete a "starting" record (dynspec died or was interrupted during the launch) from what
     is on the host: the pid file the spawn wrote, or a process carrying the launch token. Saved

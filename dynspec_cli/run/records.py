@@ -67,7 +67,8 @@ def save(host: Host, rec: RunRecord) -> None:
     host.write_file(record_path(host, rec.name), msgspec.json.encode(rec), mode=0o600)
 
 
-def load(host: Host, name: str) -> Optional[RunRecord]:
+def read(host: Host, name: str) -> Optional[RunRecord]:
+    """The record as it is stored: a "starting" one stays so (ownership.load completes it from the host)."""
     try:
         data = host.read_file(record_path(host, name))
     except FileNotFoundError:
@@ -76,11 +77,6 @@ def load(host: Host, name: str) -> Optional[RunRecord]:
         rec = msgspec.json.decode(data, type=RunRecord)
     except msgspec.DecodeError:
         return None
-    if rec.state == STARTING:
-        # a launch that broke off: every caller gets the server it started, found on the host
-        from dynspec_cli.run.ownership import resolve
-
-        rec = resolve(host, rec)
     return rec
 
 
@@ -93,7 +89,7 @@ def all_records(host: Host) -> list[RunRecord]:
                     expand(host, RUNS_DIR)], timeout=30, idempotent=True)
     out = []
     for name in res.text.split():
-        rec = load(host, name)
+        rec = read(host, name)
         if rec is not None:
             out.append(rec)
     return sorted(out, key=lambda r: r.started_at)

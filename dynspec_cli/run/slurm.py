@@ -331,12 +331,12 @@ class ClusterHost:
     def run(self, argv, *, env=None, **kw):
         return self._host.run(argv, env={**self._env, **(env or {})}, **kw)
 
-    def _start(self, script: str, *, stdin: bool):
+    def start_script(self, script: str, *, stdin: bool):
         if self._env:
             from dynspec_cli.transport import shell
 
             script = f"SLURM_CONF={shell.quote(self._env['SLURM_CONF'])}; export SLURM_CONF\n{script}"
-        return self._host._start(script, stdin=stdin)
+        return self._host.start_script(script, stdin=stdin)
 
 
 def on_cluster(host: Host, conf: Optional[str]):
@@ -772,7 +772,7 @@ class JobWatch:
 
 def _watch_node(login: Host, rec: SlurmRecord, rank: int, feature, state, jw: JobWatch, stop: threading.Event,
                 stall_timeout: float, on_change: Callable[[], None]) -> None:
-    from dynspec_cli.run.group import _evidence
+    from dynspec_cli.run.group import node_evidence
     from dynspec_cli.run.watch import stalled
     from dynspec_cli.verdict.pipeline import Pipeline, judge_stream
 
@@ -786,7 +786,7 @@ def _watch_node(login: Host, rec: SlurmRecord, rank: int, feature, state, jw: Jo
             state.first_data = first_data[0]
         state.v, state.verdict = v, v.verdict
         state.phase = "ready" if v.server_ready else ((v.launch or {}).get("phase") or "args")
-        state.evidence = _evidence(pipe, v)[:300]
+        state.evidence = node_evidence(pipe, v)[:300]
         on_change()
 
     def on_tick(v, quiet):
@@ -856,7 +856,7 @@ def watch(login: Host, rec: SlurmRecord, feature, *, timeout: Optional[float], p
     """Every node's log judged (group verdict: live only when every node is) beside the job's state.
     Dead/crashed/stalled/timeout: scancel and confirm the job gone, unless `keep`. KeyboardInterrupt
     propagates (the caller cancels or detaches)."""
-    from dynspec_cli.run.group import NodeState, _decide
+    from dynspec_cli.run.group import NodeState, decide
 
     jw = JobWatch(login, rec.job_id)
     states = [NodeState(r, "?", f"{rec.name}-n{r}") for r in range(rec.nnodes)]
@@ -896,7 +896,7 @@ def watch(login: Host, rec: SlurmRecord, feature, *, timeout: Optional[float], p
                 break
             if threads:
                 was_live = was_live or all(s.verdict == "live" for s in states)
-                g = _decide(states)
+                g = decide(states)
                 if g is not None and g.verdict != "live" and jw.state.state in BY_SLURM:
                     outcome = _ended(states, jw.state, was_live)  # the nodes stopped because Slurm ended the job
                     break

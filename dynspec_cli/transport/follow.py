@@ -1,7 +1,7 @@
 """Following a file on a host: the reader side of `dynspec_cli/inject/follower.py`.
 
 The follower (one implementation of the follow semantics, the same on every host) runs with the
-host's python via `Host._start`; here we parse its framed records into `Event`s and keep the stream
+host's python via `Host.start_script`; here we parse its framed records into `Event`s and keep the stream
 going: when the connection or the follower dies (EOF, or no record for 3 heartbeats + 1 s) we
 reconnect with bounded backoff and start a new follower at the last delivered offset of the same
 inode, so no byte is lost or delivered twice. If another file is at the path by then, the follower
@@ -158,7 +158,7 @@ class Follow:
                 args.append("--no-inotify")
             proc: Process | None = None
             try:
-                proc = self._proc = host._start(shell.command([self.python, "-u", "-", *args]), stdin=True)
+                proc = self._proc = host.start_script(shell.command([self.python, "-u", "-", *args]), stdin=True)
                 if self._stopped.is_set():
                     return
                 _send(proc, script)

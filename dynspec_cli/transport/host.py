@@ -2,7 +2,7 @@
 
 Like invoke's Runner: the base class owns the whole life of a command (start, feed stdin, collect
 or stream output, timeout, kill, exit code) and every operation (files, processes, following a
-log) is a POSIX sh script from `shell`. A subclass supplies only `_start(script)`, which runs a
+log) is a POSIX sh script from `shell`. A subclass supplies only `start_script(script)`, which runs a
 script with /bin/sh and hands back a `Process` (pipes, wait, kill), and, if its connection can
 die, `_reconnect()`. Callers never ask "am I local or remote?".
 
@@ -119,7 +119,7 @@ class Host(abc.ABC):
 
     # --- supplied by subclasses ------------------------------------------------------------
     @abc.abstractmethod
-    def _start(self, script: str, *, stdin: bool) -> Process:
+    def start_script(self, script: str, *, stdin: bool) -> Process:
         """Run `script` with /bin/sh in its own process group. stdin=False: stdin is at EOF."""
 
     def _reconnect(self, *, force: bool = False, generation: int | None = None) -> None:
@@ -199,7 +199,7 @@ class Host(abc.ABC):
     ) -> Iterator[bytes]:
         """Yield the script's stdout as it arrives (python -u). Stopping the iteration kills the
         process; a non-zero exit raises CommandFailed with its stderr."""
-        proc = self._start(shell.command([python, "-u", "-", *args], env=env, cwd=cwd), stdin=True)
+        proc = self.start_script(shell.command([python, "-u", "-", *args], env=env, cwd=cwd), stdin=True)
         try:
             _feed(proc, shell.env_input(env) + script.encode("utf-8"))
             err = bytearray()
@@ -261,7 +261,7 @@ class Host(abc.ABC):
 
     def _run_script(self, script: str, *, input: bytes | None = None, timeout: float | None = None) -> Result:
         deadline = None if timeout is None else time.monotonic() + timeout
-        proc = self._start(script, stdin=input is not None)
+        proc = self.start_script(script, stdin=input is not None)
         out, err = bytearray(), bytearray()
         try:
             if input is not None:

@@ -86,5 +86,5 @@ class LocalHost(Host):
         self.name = "local"
         self.python = python or sys.executable
 
-    def _start(self, script: str, *, stdin: bool) -> Process:
+    def start_script(self, script: str, *, stdin: bool) -> Process:
         return LocalProcess(script, stdin=stdin)

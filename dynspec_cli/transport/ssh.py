@@ -223,7 +223,7 @@ class SSHHost(Host):
         self._drop()
         self.drops.forget_outage()
 
-    def _start(self, script: str, *, stdin: bool) -> Process:
+    def start_script(self, script: str, *, stdin: bool) -> Process:
         command = shell.envelope(script, report_pid=True)
         for attempt in (1, 2):
             conn, generation = self._connection()

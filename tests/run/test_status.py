@@ -159,8 +159,8 @@ def test_status_over_ssh_is_one_round_trip_and_right_for_100_records(tmp_path, s
         try:
             host.dynspec_home()  # (resolved once per connection)
             started = []
-            real_start = host._start
-            host._start = lambda script, **kw: started.append(script) or real_start(script, **kw)
+            real_start = host.start_script
+            host.start_script = lambda script, **kw: started.append(script) or real_start(script, **kw)
             # (named: the suite's dynspec home also holds other tests' runs, some of them "starting"
             # records of a killed dynspec, whose resolution rightly costs more calls)
             rows = control.status(host, load_feature, names=sorted(expected))

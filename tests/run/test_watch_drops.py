@@ -114,7 +114,7 @@ def test_watch_survives_twenty_drops_without_losing_a_line(remote, capsys):
         assert (outcome.verdict.verdict, outcome.why) == ("live", "ready"), outcome
         assert outcome.health and outcome.health.endswith(" 200")
         assert group_alive(rec.pgid) and not outcome.stopped
-        saved = records.load(host, rec.name)
+        saved = records.read(host, rec.name)
         assert saved is not None and saved.verdict == "live"
         assert (remote.home / ".dynspec" / "runs" / f"{rec.name}.json").exists()
         # every byte the follower delivered is the file's, in order, once
@@ -165,7 +165,7 @@ def test_dead_run_is_stopped_and_status_told_with_a_drop_under_every_step(remote
         kinds = {k for k, body in [("liveness", shell.GROUP_ALIVE), ("identify", " - identify "),
                                    ("signal", " - signal "), ("save", shell.WRITE_FILE)] for s in cut.hits if body in s}
         assert kinds == {"liveness", "identify", "signal", "save"}, kinds
-        saved = records.load(host, rec.name)
+        saved = records.read(host, rec.name)
         assert saved.verdict == "dead" and saved.stopped_at is not None
 
         before = len(cut.hits)

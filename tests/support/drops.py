@@ -19,7 +19,7 @@ def is_follower(script: str) -> bool:
 
 
 class KillUnder:
-    """Observes `host._start` (the one primitive every remote call goes through) and kills the
+    """Observes `host.start_script` (the one primitive every remote call goes through) and kills the
     server's sessions right after a script for which `when(script)` is true has started, at most
     `times` times. `hits` lists those scripts."""
 
@@ -27,7 +27,7 @@ class KillUnder:
         self.server, self.when, self.left = server, when, times
         self.hits: list[str] = []
         self._lock = threading.Lock()
-        real_start = host._start
+        real_start = host.start_script
 
         def start(script, *, stdin):
             proc = real_start(script, stdin=stdin)
@@ -39,7 +39,7 @@ class KillUnder:
                 self.hits.append(script)
             return proc
 
-        host._start = start
+        host.start_script = start
 
 
 class PeriodicDrops:
@@ -54,7 +54,7 @@ class PeriodicDrops:
         self.last_kill_at: float | None = None  # time.monotonic() of the last kill
         self.done = threading.Event()
         self._started = threading.Event()
-        real_start = host._start
+        real_start = host.start_script
 
         def start(script, *, stdin):
             proc = real_start(script, stdin=stdin)
@@ -62,7 +62,7 @@ class PeriodicDrops:
                 self._started.set()
             return proc
 
-        host._start = start
+        host.start_script = start
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def __enter__(self) -> "PeriodicDrops":
