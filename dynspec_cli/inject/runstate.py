@@ -64,6 +64,8 @@ def processes():
 
 
 def carries(pid, token):
+    """True or False; None while the process is exiting: its memory is released before it becomes
+    a zombie, and /proc/PID/environ then reads empty (a spawned run always has an environment)."""
     if not token:
         return False
     try:
@@ -71,6 +73,8 @@ def carries(pid, token):
             env = fh.read()
     except OSError:
         return False
+    if not env:
+        return None
     return (TOKEN_VAR + token.encode()) in env.split(b"\0")
 
 
@@ -131,15 +135,18 @@ def identify(req, procs=None):
     leader = None
     if pid > 0:
         st = procs.get(pid) or stat(pid)
-        if alive(st):
-            leader = {"pgid": st[1], "start": st[2], "token": carries(pid, token),
+        has = carries(pid, token) if alive(st) else None
+        if alive(st) and has is not None:  # an exiting leader is gone already, as a zombie is
+            leader = {"pgid": st[1], "start": st[2], "token": has,
                       "cmdline": cmdline_is(pid, req.get("argv"))}
     out["leader"] = leader
     members = []
     if pgid > 1:
         for p, st in sorted(procs.items()):
             if st[1] == pgid and alive(st):
-                members.append({"pid": p, "start": st[2], "token": carries(p, token)})
+                has = carries(p, token)
+                if has is not None:
+                    members.append({"pid": p, "start": st[2], "token": has})
     out["members"] = members
     out["group_alive"] = bool(members)
     return out

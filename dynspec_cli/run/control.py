@@ -111,15 +111,13 @@ def start(host: Host, prof: Profile, feature: Feature, *, replace: bool, sglang_
                     engine=prof.engine or feature.engine,
                     state=records.STARTING, token=token, launcher=records.launcher_id(),
                     pid_file=records.pid_file_path(host, prof.name, token))
-    records.save(host, rec)
     spawning = False
     try:
-        _pause_at("intent")
+        records.save(host, rec)
         header = {"name": prof.name, "argv": redact_argv(argv), "env": redact_env(prof.env),
                   "started_at": rec.started_at, "feature": feature.name}
         host.run(["sh", "-c", 'printf "%s\\n" "$1" >> "$2"', "sh", LAUNCH_PREFIX + json.dumps(header), log],
                  check=True, timeout=30)
-        _pause_at("header")
         spawning = True
         # Ctrl-C waits for the spawn to answer: cut short there (an SSH spawn takes seconds under
         # load), the pid file may not be written yet when the interrupt asks the host who runs
@@ -127,12 +125,10 @@ def start(host: Host, prof: Profile, feature: Feature, *, replace: bool, sglang_
             spawned = host.spawn_tracked(argv, env={**env, records.TOKEN_VAR: token},
                                          cwd=records.expand(host, prof.workdir) if prof.workdir else None,
                                          log_path=log, pid_file=rec.pid_file)
-        _pause_at("spawned")
         rec.pid, rec.pgid, rec.state = spawned.pid, spawned.pgid, records.STARTED
         rec.leader_start = records.leader_start(host, spawned.pid)
         records.save(host, rec)
         ownership.forget_pid_file(host, rec)
-        _pause_at("recorded")
     except BaseException:
         _settle(host, rec, spawning=spawning)
         raise
@@ -151,19 +147,6 @@ def _settle(host: Host, rec: RunRecord, *, spawning: bool) -> None:
             records.save(host, rec)
     except BaseException:  # noqa: B902 - the record on the host still leads to the server
         pass
-
-
-def _pause_at(step: str) -> None:
-    """Test hook (tests/run/test_orphans.py): hold still at a step of `start` so a test can kill
-    dynspec exactly there."""
-    import os
-
-    if os.environ.get("DYNSPEC_TEST_PAUSE_AT") == step:
-        import sys
-
-        sys.stderr.write(f"dynspec-test: paused at {step}\n")
-        sys.stderr.flush()
-        time.sleep(600)
 
 
 def lines_before(host: Host, log: str, offset: int) -> int:

@@ -44,6 +44,13 @@ def started_since(host: Host, name: str, since: float) -> Optional[RunRecord]:
         rec = ownership.load(host, name)  # a "starting" record: completed from the host
         if rec is None or rec.started_at < since:
             return None
-        if rec.state != records.STARTING or time.monotonic() >= deadline:
+        if rec.state != records.STARTING:
             return rec
+        if time.monotonic() >= deadline:
+            if rec.launcher != records.launcher_id():
+                return rec
+            # this process wrote it and its start has unwound (the spawn is held whole against
+            # Ctrl-C): no pid file and no process with the token means nothing was started
+            rec = ownership.resolve(host, rec, launch_over=True)
+            return None if rec.state == records.NOT_STARTED else rec
         time.sleep(0.1)

@@ -65,10 +65,12 @@ def load(host: Host, name: str) -> Optional[RunRecord]:
     return resolve(host, rec) if rec is not None else None
 
 
-def resolve(host: Host, rec: RunRecord, doc: Optional[dict[str, Any]] = None) -> RunRecord:
+def resolve(host: Host, rec: RunRecord, doc: Optional[dict[str, Any]] = None, *,
+            launch_over: bool = False) -> RunRecord:
     """Complete a "starting" record (dynspec died or was interrupted during the launch) from what
     is on the host: the pid file the spawn wrote, or a process carrying the launch token. Saved
-    once resolved; left "starting" while the launch may still be under way."""
+    once resolved; left "starting" while the launch may still be under way (`launch_over`: the
+    launcher itself says its start has unwound, so nothing found means nothing started)."""
     if rec.state != STARTING:
         return rec
     doc = doc if doc is not None else identify(host, rec)
@@ -82,7 +84,7 @@ def resolve(host: Host, rec: RunRecord, doc: Optional[dict[str, Any]] = None) ->
         ours = bool(leader and leader.get("token")) or any(m.get("token") for m in doc.get("members", []))
         if not ours:
             rec.stopped_at = records.now()  # it ran and is gone
-    elif records.launcher_gone(rec.launcher) or records.now() - rec.started_at > START_GRACE:
+    elif launch_over or records.launcher_gone(rec.launcher) or records.now() - rec.started_at > START_GRACE:
         rec.state, rec.stopped_at = NOT_STARTED, records.now()
     else:
         return rec
@@ -156,6 +158,10 @@ def stop(host: Host, rec: RunRecord, *, grace: float = 10.0) -> tuple[bool, bool
     if rec.state == NOT_STARTED or rec.pgid <= 1:
         return False, True
     proof = prove(host, rec)
+    settle = time.monotonic() + 2.0
+    while proof.refusal and not proof.reused and time.monotonic() < settle:
+        time.sleep(0.25)  # a server that is crashing right now loses its identity before its pid
+        proof = prove(host, rec)
     if not proof.alive:
         return False, True
     if proof.reused:

@@ -15,6 +15,11 @@ STANDIN_DIR = Path(__file__).resolve().parent.parent / "standin"
 DYNSPEC = [sys.executable, "-m", "dynspec_cli"]
 
 
+def paused_at(step: str | None) -> list[str]:
+    """DYNSPEC, or dynspec held still at a step of starting a server (tests/support/paused_dynspec.py)."""
+    return [sys.executable, "-m", "tests.support.paused_dynspec", step] if step else DYNSPEC
+
+
 def free_port() -> int:
     import socket
 

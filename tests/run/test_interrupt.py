@@ -2,7 +2,6 @@
 10): the server is stopped and nothing of it remains, or the output names the run left behind
 with a stop command that works pasted. Never a traceback, never silence."""
 import json
-import os
 import signal
 import subprocess
 import time
@@ -10,7 +9,7 @@ import uuid
 
 import pytest
 
-from tests.run.helpers import DYNSPEC, paste, printed, write_profile
+from tests.run.helpers import DYNSPEC, paste, paused_at, printed, write_profile
 from tests.run.test_orphans import _sweep, processes_with
 from tests.support.home import runs_dir
 
@@ -20,9 +19,8 @@ def _launch(tmp_path, name, host, lab, *, env=None, pause=None):
                          env={"SGLANG_ENABLE_SPEC_V2": "True", "STANDIN_PACE": "0.05", **(env or {})},
                          flags={"served-model-name": name})
     ssh = ["--ssh-config", str(lab.ssh_config), "--known-hosts", str(lab.known_hosts)] if lab else []
-    return subprocess.Popen(DYNSPEC + ["launch", str(prof), "--no-preflight", *ssh], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, **({"DYNSPEC_TEST_PAUSE_AT": pause} if pause else {})})
+    return subprocess.Popen(paused_at(pause) + ["launch", str(prof), "--no-preflight", *ssh], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
 
 
 def _outcome(tmp_path, name, proc) -> str:

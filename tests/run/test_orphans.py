@@ -2,7 +2,7 @@
 server, and at random moments, leaves a run that `dynspec status` lists and `dynspec stop` ends,
 with no process left and the port free. Real `dynspec launch` processes, the GPU-server stand-in.
 
-The steps are held with DYNSPEC_TEST_PAUSE_AT (control._pause_at): intent (record written, nothing
+The steps are held with tests/support/paused_dynspec.py: intent (record written, nothing
 else), header (launch line in the log), spawned (server running, record not completed), recorded
 (record completed, nothing printed yet)."""
 import json
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.run.helpers import DYNSPEC, dynspec, free_port, write_profile
+from tests.run.helpers import DYNSPEC, dynspec, free_port, paused_at, write_profile
 from tests.support.home import runs_dir
 from tests.support.procs import pids_with
 
@@ -46,8 +46,7 @@ def launch_and_kill(tmp_path: Path, name: str, sig: int, *, step: str | None = N
     prof = write_profile(tmp_path / f"{name}.toml", name, port=port,
                          env={"SGLANG_ENABLE_SPEC_V2": "True", "STANDIN_PACE": "0.05"},
                          flags={"served-model-name": name})
-    env = {**os.environ, **({"DYNSPEC_TEST_PAUSE_AT": step} if step else {})}
-    proc = subprocess.Popen(DYNSPEC + ["launch", str(prof), "--no-preflight", "--no-probe"], env=env,
+    proc = subprocess.Popen(paused_at(step) + ["launch", str(prof), "--no-preflight", "--no-probe"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     if step:
         line = b""
@@ -183,9 +182,9 @@ def test_killed_after_the_spawn_over_ssh_leaves_a_stoppable_run(tmp_path, ssh_la
     port = free_port()
     prof = write_profile(tmp_path / "p.toml", name, host="dut", port=port,
                          env={"SGLANG_ENABLE_SPEC_V2": "True", "STANDIN_PACE": "0.05"}, flags={"served-model-name": name})
-    cmd = DYNSPEC + ["launch", str(prof), "--no-preflight", "--no-probe", "--ssh-config", str(ssh_lab.ssh_config),
-                     "--known-hosts", str(ssh_lab.known_hosts)]
-    proc = subprocess.Popen(cmd, env={**os.environ, "DYNSPEC_TEST_PAUSE_AT": "spawned"},
+    cmd = paused_at("spawned") + ["launch", str(prof), "--no-preflight", "--no-probe", "--ssh-config",
+                                  str(ssh_lab.ssh_config), "--known-hosts", str(ssh_lab.known_hosts)]
+    proc = subprocess.Popen(cmd,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         while b"paused at spawned" not in (line := proc.stderr.readline()):

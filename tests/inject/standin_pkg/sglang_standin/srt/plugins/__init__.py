@@ -30,6 +30,12 @@ def _wrap(original, hook, hook_type):
     return wrapper
 
 
+def _group(name):
+    # The probe promises Python 3.8, whose entry_points() takes no group= and returns a dict.
+    found = entry_points()
+    return found.select(group=name) if hasattr(found, "select") else found.get(name, [])
+
+
 def load_plugins():
     global _loaded
     if _loaded:
@@ -37,7 +43,7 @@ def load_plugins():
     _loaded = True
     allowed = os.environ.get("SGLANG_PLUGINS")
     allowed = {x.strip() for x in allowed.split(",") if x.strip()} if allowed else None
-    for ep in entry_points(group="sglang.srt.plugins"):
+    for ep in _group("sglang.srt.plugins"):
         if allowed is None or ep.name in allowed:
             ep.load()()
     for target, hook, hook_type in _hooks:
