@@ -79,7 +79,9 @@ def test_healthy_run_passes_with_aiperfs_own_output(servers, aiperf, tmp_path):
     assert doc["valid"] is True and doc["benchmark"]["exit_code"] == 0 and "✓ VALID" in r.stderr
     assert json.loads((tmp_path / "guarded" / "profile_export_aiperf.json").read_text())  # AIPerf's result, there
     eff = [rk for w in doc["windows"] for rk in w["ranks"] if rk["state"] == "effective"]
-    assert eff and all(2.9 <= rk["accept_len"] <= 3.0 for rk in eff)  # 1 + 42/22 .. 3 (test_vllm_guard.py)
+    # the whole run's is 1 + 42/22 (test_vllm_guard.py checks the sum); one short window on a loaded machine
+    # holds few steps, and each request's last step accepts nothing: CI saw 2.895 (1 + 36/19). A collapse is 1.00
+    assert eff and all(2.5 <= rk["accept_len"] <= 3.0 for rk in eff), [rk["accept_len"] for rk in eff]
 
 
 def test_collapse_mid_run_is_caught_within_one_window(servers, aiperf, tmp_path):

@@ -123,7 +123,9 @@ def test_healthy_vllm_run_passes_with_the_benchmarks_output(servers, bench, tmp_
     assert labels(plain.stdout) == labels(r.stdout) and "dynspec guard" not in r.stdout and "VALID" not in r.stdout
     assert doc["valid"] is True and "✓ VALID" in r.stderr
     eff = [rk for w in doc["windows"] for rk in w["ranks"] if rk["state"] == "effective"]
-    assert eff and all(2.9 <= rk["accept_len"] <= 3.0 and rk["running_range"][1] <= 2 for rk in eff)
+    # per window: one short window on a loaded machine holds few steps, and each request's last step accepts
+    # nothing (CI saw 1 + 36/19 = 2.895 under AIPerf); the whole run's is exact below. A collapse is 1.00
+    assert eff and all(2.5 <= rk["accept_len"] <= 3.0 and rk["running_range"][1] <= 2 for rk in eff), eff
     busy = [w for w in doc["windows"] if w["counters"] and w["counters"].get("vllm:spec_decode_num_drafts_total")]
     drafts = sum(w["counters"]["vllm:spec_decode_num_drafts_total"] for w in busy)
     accepted = sum(w["counters"]["vllm:spec_decode_num_accepted_tokens_total"] for w in busy)
