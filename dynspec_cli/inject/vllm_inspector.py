@@ -13,6 +13,8 @@ Input: one JSON object as argv[1] (``@PATH`` reads it from a file)::
     classes         [{module, class}]  classes whose static MRO to report (module: path under site-packages)
     env_names       [str]  environment variables to report (default ["VLLM_USE_V2_MODEL_RUNNER"])
     vllm_path       str    directory put first on sys.path (tests: an unpacked wheel)
+    plugin          {entry_point, group, allow_env, allow_strips, target}  a patch shipped as a general plugin
+    custom_class    {path, framework_module}  the user's proposer class (--speculative-config method custom_class)
     dynamic         bool   also run vLLM's own config resolution (imports vllm and torch: ~8 s on a CPU)
     serve_flags     [str]  the `vllm serve` flags (dynamic route; must include --model)
 
@@ -23,7 +25,12 @@ Output (``schema`` = "dynspec-vllm-inspector/1")::
             data_parallel_size, warnings[] (vLLM's own log records), error {type, message}},
     vllm {found, package_dir, version, version_source, reason},
     triton {found, origin}, marker {literal, files_scanned, hits[] {file, line, class, function, pattern_matches}},
-    classes {"module:Class": {present, file, line, mro[] {class, module}}}
+    classes {"module:Class": {present, file, line, mro[] {class, module}}},
+    plugin {group, candidates[] {distribution, version, metadata, value, module, attr, module_file, attr_found,
+            marker_hits[]}, loaded (index: the last one vLLM keeps), shadowed[], other_names[],
+            allow {env, value, names, allowed}, target {module, module_file, kind, class, attr, line, missing}},
+    custom_class {path, framework, module, cls, module_file, line, bases[], bases_outside, methods {name: {class,
+            line, args, varargs}}, marker_hits[], missing}
 """
 import ast
 import json
@@ -115,45 +122,51 @@ def _scope_at(spans, line):
     return cls, fn
 
 
+def _pattern(pattern):
+    try:
+        return re.compile(pattern) if pattern else None
+    except re.error:
+        return None
+
+
+def marker_hits_in(path, site, literal, rx):
+    """The marker's string constants in one file: [{file (relative to site), line, class, function}]."""
+    text = _read(path)
+    if not text or literal not in text:
+        return []
+    rel = os.path.relpath(path, site)
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return [{"file": rel, "line": None, "class": None, "function": None, "syntax_error": True}]
+    sc = _Scopes()
+    sc.visit(tree)
+    hits = []
+    for node in ast.walk(tree):
+        s = None
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            s = node.value
+        elif isinstance(node, ast.JoinedStr):
+            s = "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in node.values)
+        if s is None or literal not in s:
+            continue
+        cls, fn = _scope_at(sc.spans, node.lineno)
+        sample = s.replace("%s", "0").replace("%d", "0").replace("{}", "0")
+        hits.append({"file": rel, "line": node.lineno, "class": cls, "function": fn,
+                     "pattern_matches": bool(rx.search(sample)) if rx else None})
+    return hits
+
+
 def scan_marker(pkg_dir, literal, pattern):
     site = os.path.dirname(pkg_dir)
-    rx = None
-    if pattern:
-        try:
-            rx = re.compile(pattern)
-        except re.error:
-            rx = None
+    rx = _pattern(pattern)
     hits, scanned = [], 0
     for root, dirs, files in os.walk(pkg_dir):
         dirs[:] = [d for d in dirs if d != "__pycache__"]
         for f in files:
-            if not f.endswith(".py"):
-                continue
-            path = os.path.join(root, f)
-            text = _read(path)
-            scanned += 1
-            if not text or literal not in text:
-                continue
-            try:
-                tree = ast.parse(text)
-            except SyntaxError:
-                hits.append({"file": os.path.relpath(path, site), "line": None, "class": None, "function": None,
-                             "syntax_error": True})
-                continue
-            sc = _Scopes()
-            sc.visit(tree)
-            for node in ast.walk(tree):
-                s = None
-                if isinstance(node, ast.Constant) and isinstance(node.value, str):
-                    s = node.value
-                elif isinstance(node, ast.JoinedStr):
-                    s = "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in node.values)
-                if s is None or literal not in s:
-                    continue
-                cls, fn = _scope_at(sc.spans, node.lineno)
-                sample = s.replace("%s", "0").replace("%d", "0").replace("{}", "0")
-                hits.append({"file": os.path.relpath(path, site), "line": node.lineno, "class": cls, "function": fn,
-                             "pattern_matches": bool(rx.search(sample)) if rx else None})
+            if f.endswith(".py"):
+                scanned += 1
+                hits.extend(marker_hits_in(os.path.join(root, f), site, literal, rx))
     return {"literal": literal, "files_scanned": scanned, "hits": hits}
 
 
@@ -205,6 +218,178 @@ def node_line(site, module, cls):
     return n.lineno if n else None
 
 
+def _norm(name):
+    return re.sub(r"[-_.]+", "-", name or "").lower()
+
+
+def find_module(name):
+    """(file, is package) of a dotted module on sys.path, found without importing anything."""
+    import importlib.machinery
+
+    parts = name.split(".")
+    try:
+        spec = importlib.machinery.PathFinder.find_spec(parts[0], sys.path)
+        for i in range(1, len(parts)):
+            if spec is None or not spec.submodule_search_locations:
+                return None, False
+            spec = importlib.machinery.PathFinder.find_spec(".".join(parts[:i + 1]), list(spec.submodule_search_locations))
+    except Exception:  # a namespace package on the way (no __init__.py) needs its parent imported: walk the files
+        for entry in sys.path:
+            base = os.path.join(entry or os.getcwd(), *parts)
+            for path, pkg in ((base + ".py", False), (os.path.join(base, "__init__.py"), True)):
+                if os.path.isfile(path):
+                    return os.path.abspath(path), pkg
+        return None, False
+    if spec is None or not spec.origin or not os.path.isfile(spec.origin):
+        return None, False
+    return os.path.abspath(spec.origin), bool(spec.submodule_search_locations)
+
+
+def _top_level(path):
+    """{name: ast node} of a module's top level (classes, functions, assignments, imports)."""
+    tree, _ = _classes_of(path)
+    names = {}
+    for node in tree.body if tree is not None else []:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names[node.name] = node
+        elif isinstance(node, ast.Assign):
+            names.update((t.id, node) for t in node.targets if isinstance(t, ast.Name))
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update(((a.asname or a.name).split(".")[0], node) for a in node.names)
+    return names
+
+
+def inspect_plugin(req, literal, rx):
+    """Which distribution's entry point vLLM's load_plugins_by_group will call, as it reads them: every
+    entry point of the group in entry_points() order (one distribution per normalized name, the first on
+    sys.path), plugins[name] = ep.load(), so the last of one name wins; the allow-list as vllm/envs.py
+    reads it; whether the target exists in the installed vllm."""
+    import importlib.metadata as md
+
+    name, group = req["entry_point"], req["group"]
+    seen, candidates, shadowed, others = set(), [], [], set()
+    for dist in md.distributions():
+        try:
+            dname = dist.metadata["Name"]
+            eps = [ep for ep in dist.entry_points if ep.group == group]
+        except Exception as e:  # unreadable metadata: entry_points() itself raises in vLLM too
+            return {"group": group, "error": "%s: %s" % (type(e).__name__, e)}
+        where = str(getattr(dist, "_path", "") or "")
+        if _norm(dname) in seen:
+            if any(ep.name == name for ep in eps):
+                shadowed.append({"distribution": dname, "version": dist.version, "metadata": where})
+            continue
+        seen.add(_norm(dname))
+        for ep in eps:
+            if ep.name != name:
+                others.add(ep.name)
+                continue
+            module, _, attr = ep.value.partition(":")
+            module, attr = module.strip(), re.sub(r"\[.*\]$", "", attr).strip()
+            path, _pkg = find_module(module)
+            top = _top_level(path) if path else {}
+            hits = []
+            if path:
+                hits = marker_hits_in(path, os.path.dirname(path), literal, rx)
+                for h in hits:
+                    h["file"] = path
+            candidates.append({"distribution": dname, "version": dist.version, "metadata": where, "value": ep.value,
+                               "module": module, "attr": attr, "module_file": path,
+                               "attr_found": bool(attr) and attr.split(".")[0] in top, "marker_hits": hits})
+    raw = os.environ.get(req["allow_env"])
+    names = None if raw is None else raw.split(",")
+    if names is not None and req.get("allow_strips"):
+        names = [n.strip() for n in names]
+    return {"group": group, "candidates": candidates, "loaded": len(candidates) - 1 if candidates else None,
+            "shadowed": shadowed, "other_names": sorted(others),
+            "allow": {"env": req["allow_env"], "value": raw, "names": names,
+                      "allowed": names is None or name in names},
+            "target": resolve_target(req.get("target") or "")}
+
+
+def resolve_target(dotted):
+    """A dotted path inside vllm: the longest module prefix that is a file, then classes and
+    attributes by AST (what the plugin will patch must exist in this release)."""
+    parts = dotted.split(".")
+    for i in range(len(parts), 0, -1):
+        path, _pkg = find_module(".".join(parts[:i]))
+        if path:
+            break
+    else:
+        return {"missing": "no module %s on the server's sys.path" % parts[0]}
+    rest = parts[i:]
+    out = {"module": ".".join(parts[:i]), "module_file": path, "kind": "module"}
+    if not rest:
+        return out
+    node = _top_level(path).get(rest[0])
+    if node is None:
+        out["missing"] = "%s defines no %s" % (out["module"], rest[0])
+        return out
+    out["kind"] = "class" if isinstance(node, ast.ClassDef) else "attribute"
+    out["line"] = getattr(node, "lineno", None)
+    if isinstance(node, ast.ClassDef):
+        out["class"] = node.name
+        if len(rest) > 1:
+            out["attr"] = rest[1]
+            rel = out["module"].replace(".", "/") + (".py" if not path.endswith("__init__.py") else "/__init__.py")
+            site = path[:-len(rel)].rstrip(os.sep) if path.endswith(rel) else os.path.dirname(path)
+            _file, _line, mro = static_mro(site, rel, node.name)
+            for entry in mro or [{"class": node.name, "module": rel}]:  # inherited: the class still has it
+                tree, _ = _classes_of(os.path.join(site, entry["module"]))
+                c = next((n for n in (tree.body if tree else []) if isinstance(n, ast.ClassDef) and n.name == entry["class"]), None)
+                members = {n.name: n.lineno for n in (c.body if c else [])
+                           if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+                members.update((t.id, n.lineno) for n in (c.body if c else []) if isinstance(n, ast.Assign)
+                               for t in n.targets if isinstance(t, ast.Name))
+                if rest[1] in members:
+                    out.update(kind="method", line=members[rest[1]], defined_in=entry["class"])
+                    break
+            else:
+                out["missing"] = "class %s (%s:%s) and its bases in vllm define no %s" % (node.name, path, node.lineno, rest[1])
+    return out
+
+
+def inspect_custom_class(req, literal, rx, site):
+    """The user's proposer class for method custom_class, as create_custom_proposer will load it:
+    the module (found without importing it), the class, its __init__ arguments, the required
+    methods defined on it or on a base in the same module, and the marker in the class."""
+    dotted = req["path"]
+    out = {"path": dotted, "framework": os.path.isfile(os.path.join(site, req["framework_module"]))}
+    if "." not in dotted:
+        out["missing"] = "not a full module path (module.Class)"
+        return out
+    module, cls = dotted.rsplit(".", 1)
+    path, _pkg = find_module(module)
+    out.update(module=module, cls=cls, module_file=path)
+    if not path:
+        out["missing"] = "no module %s on the server's sys.path" % module
+        return out
+    top = _top_level(path)
+    node = top.get(cls)
+    if not isinstance(node, ast.ClassDef):
+        out["missing"] = "%s defines no class %s" % (path, cls)
+        return out
+    out["line"] = node.lineno
+    chain, methods = [node], {}
+    while chain:
+        c = chain.pop(0)
+        for n in c.body:
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name not in methods:
+                methods[n.name] = {"class": c.name, "line": n.lineno, "args": len(n.args.args) + len(n.args.posonlyargs
+                                   if hasattr(n.args, "posonlyargs") else []), "varargs": bool(n.args.vararg)}
+        for b in c.bases:  # bases defined in the same module are followed; others are unknown
+            if isinstance(b, ast.Name) and isinstance(top.get(b.id), ast.ClassDef):
+                chain.append(top[b.id])
+    out["bases"] = [ast.unparse(b) if hasattr(ast, "unparse") else getattr(b, "id", "?") for b in node.bases]
+    out["methods"] = methods
+    out["bases_outside"] = [b for b in node.bases if not (isinstance(b, ast.Name) and isinstance(top.get(b.id), ast.ClassDef))] != []
+    hits = [h for h in marker_hits_in(path, os.path.dirname(path), literal, rx)]
+    for h in hits:
+        h["file"] = path
+    out["marker_hits"] = hits
+    return out
+
+
 def inspect(args):
     out = {"schema": SCHEMA, "ok": True, "error": None,
            "python": {"executable": sys.executable, "version": ".".join(map(str, sys.version_info[:3]))}}
@@ -233,6 +418,11 @@ def inspect(args):
         path, line, mro = static_mro(site, mod, name)
         classes[f"{mod}:{name}"] = {"present": bool(mro), "file": path if mro else None, "line": line, "mro": mro}
     out["classes"] = classes
+    rx = _pattern(args.get("marker_pattern"))
+    if args.get("plugin"):
+        out["plugin"] = inspect_plugin(args["plugin"], literal, rx)
+    if args.get("custom_class"):
+        out["custom_class"] = inspect_custom_class(args["custom_class"], literal, rx, site)
     out["dynamic"] = resolve(args.get("serve_flags") or []) if args.get("dynamic") else None
     return out
 

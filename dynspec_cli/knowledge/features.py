@@ -115,8 +115,10 @@ class Feature(msgspec.Struct, forbid_unknown_fields=True, dict=True):
 
 def check_plugin(p: Plugin, engine: str) -> None:
     """The [plugin] section against what the engine's plugin framework can do (configs/<engine>/plugins.toml)."""
+    if engine == "vllm":
+        return _check_vllm_plugin(p)
     if engine != "sglang":
-        raise ValueError(f"plugin: plugin-delivered patches are checked for sglang only, not {engine}")
+        raise ValueError(f"plugin: plugin-delivered patches are checked for sglang and vllm, not {engine}")
     from dynspec_cli.knowledge.sglang import knowledge
 
     k = knowledge()
@@ -139,6 +141,30 @@ def check_plugin(p: Plugin, engine: str) -> None:
     for name in p.processes:
         if name not in names:
             raise ValueError(f"plugin.processes: unknown process {name!r}: choose from {', '.join(names)}")
+
+
+def _check_vllm_plugin(p: Plugin) -> None:
+    """vLLM's general plugins have no hook registry: the plugin's function patches `target` itself,
+    in every process (configs/vllm/plugins.toml)."""
+    from dynspec_cli.knowledge.vllm import knowledge
+
+    fw = knowledge().plugins
+    if not p.entry_point or (not fw.allow_strips and p.entry_point != p.entry_point.strip()) or "," in p.entry_point:
+        raise ValueError(f"plugin.entry_point {p.entry_point!r}: must be one name, without commas or outer blanks "
+                         f"({fw.allow_env} is split on commas)")
+    parts = p.target.split(".")
+    if len(parts) < 2 or not all(x.isidentifier() for x in parts) or parts[0] != "vllm":
+        raise ValueError(f"plugin.target {p.target!r}: must be a dotted path inside the vllm package "
+                         "(e.g. vllm.v1.spec_decode.eagle.EagleProposer.propose)")
+    if p.hook.lower() not in fw.hook_types:
+        raise ValueError(f"plugin.hook {p.hook!r}: vLLM has no hook registry; say {' or '.join(map(repr, fw.hook_types))} "
+                         "(the plugin's function patches the target itself)")
+    p.hook = p.hook.lower()
+    if p.processes == ["scheduler"]:  # the default is sglang's: vLLM loads general plugins in every process
+        p.processes = list(fw.processes)
+    for name in p.processes:
+        if name not in fw.processes:
+            raise ValueError(f"plugin.processes: unknown process {name!r}: choose from {', '.join(fw.processes)}")
 
 
 DEFAULT_FEATURE = "dynamic-spec-disable"

@@ -105,6 +105,30 @@ class KnobsFile(_Row):
     knob: list[KnobRow]
 
 
+class PluginFramework(_Row):
+    versions: str
+    module: str  # the file that holds load_general_plugins() (path under site-packages)
+    group: str
+    allow_env: str
+    allow_strips: bool  # whether the allow-list's names are stripped of blanks
+    hook_types: list[str]
+    processes: list[str]
+    loading_line: str
+    failed_line: str
+
+
+class CustomClass(_Row):
+    module: str  # the file that imports the user's proposer class; a release without it has no such method
+    method: str
+    required_methods: list[str]
+    loaded_line: str
+
+
+class PluginsFile(_Row):
+    framework: PluginFramework
+    custom_class: CustomClass
+
+
 @dataclass(frozen=True)
 class RunnerChoice:
     runner: Optional[str]  # "v1" | "v2" | None (release unknown)
@@ -143,6 +167,8 @@ class VllmKnowledge:
         self.v0_proposers = {r.cls: r for r in proposers.v0}
         self.lines = tables.load_toml(d / "log_lines.toml", LinesFile).line
         self.knobs = tables.load_toml(d / "knobs.toml", KnobsFile).knob
+        plugins = tables.load_toml(d / "plugins.toml", PluginsFile)
+        self.plugins, self.custom_class = plugins.framework, plugins.custom_class
         frames = tables.load_toml(d / "frames.toml", FramesFile)
         self.startup_frames = [(re.compile(f.path), frozenset(f.functions)) for f in frames.startup]
         self.speculative_paths = tuple(frames.speculative)

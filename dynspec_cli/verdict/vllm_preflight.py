@@ -53,6 +53,22 @@ def server_settings(flags: list[str]) -> tuple[Optional[dict], dict]:
     return spec, parallel
 
 
+def custom_proposer_path(spec: Optional[dict]) -> Optional[str]:
+    """The user's proposer class that --speculative-config names (vllm/config/speculative.py: method
+    "custom_class" with the class path in "model", or no method and a "model" that is a dotted path)."""
+    if not spec:
+        return None
+    model, method = spec.get("model"), spec.get("method")
+    if not isinstance(model, str):
+        return None
+    if method == knowledge().custom_class.method:
+        return model
+    parts = model.split(".")
+    dotted = (method is None and not model.startswith(("http://", "https://", "file://")) and "/" not in model
+              and len(parts) >= 2 and all(p.isidentifier() for p in parts))
+    return model if dotted else None
+
+
 def inspect(host, python: str, feature: Feature, env: dict[str, str], *, vllm_path: Optional[str] = None,
             k: Optional[VllmKnowledge] = None, timeout: float = 60, dynamic: bool = False,
             flags: Optional[list[str]] = None) -> dict[str, Any]:
@@ -60,6 +76,14 @@ def inspect(host, python: str, feature: Feature, env: dict[str, str], *, vllm_pa
     classes = [{"module": p.module, "class": p.cls} for p in k.proposers]
     args = {"marker_literal": feature.marker.literal, "marker_pattern": feature.marker.pattern, "classes": classes,
             "env_names": [V2_ENV]}
+    if feature.plugin is not None:
+        fw = k.plugins
+        args["plugin"] = {"entry_point": feature.plugin.entry_point, "group": fw.group, "allow_env": fw.allow_env,
+                          "allow_strips": fw.allow_strips, "target": feature.plugin.target}
+        args["env_names"] = [V2_ENV, fw.allow_env]
+    custom = custom_proposer_path(server_settings(list(flags or []))[0])
+    if custom:
+        args["custom_class"] = {"path": custom, "framework_module": k.custom_class.module}
     if vllm_path:
         args["vllm_path"] = vllm_path
     if dynamic:
@@ -92,8 +116,17 @@ def judge(facts: dict[str, Any], feature: Feature, spec: Optional[dict], env: di
     hits = (facts.get("marker") or {}).get("hits") or []
     out["patched"] = [{"file": h.get("file"), "line": h.get("line"), "class": h.get("class"), "function": h.get("function")}
                       for h in hits]
-    if not hits:
-        findings.append(Finding("DS609", f"no {feature.marker.literal!r} in {vl.get('package_dir')} ({(facts.get('marker') or {}).get('files_scanned')} files)."))
+    custom = facts.get("custom_class")
+    plugin_hits = plugin_findings(facts, feature, findings, out, k) if feature.plugin is not None else []
+    if custom is not None:
+        custom_findings(custom, version, findings, out)
+    pkg_hits, hits = hits, hits + plugin_hits + ((custom or {}).get("marker_hits") or [])
+    plugin_loaded = ((out.get("plugin") or {}).get("loaded") or {}).get("attr_found")
+    if not hits and (feature.plugin is None or plugin_loaded):  # (a plugin never loaded has its own finding)
+        where = vl.get("package_dir")
+        if feature.plugin is not None:
+            where = "the plugin's module"
+        findings.append(Finding("DS609", f"no {feature.marker.literal!r} in {where} ({(facts.get('marker') or {}).get('files_scanned')} files of vllm)."))
     if not k.known(version):
         findings.append(Finding("DS606", f"vllm {version} is not in configs/vllm/releases.toml ({k.releases[0]} – {k.releases[-1]})."))
         return _result(_decided(findings, "unknown"), out, findings)
@@ -136,22 +169,27 @@ def judge(facts: dict[str, Any], feature: Feature, spec: Optional[dict], env: di
                      "log_line": k.line_by_id[choice.warning].text if choice.warning else None,
                      "unsupported": list(choice.unsupported)}
     method = spec.get("method")
-    prop = k.proposer(version, choice.runner, method) if choice.runner else None
-    if prop is not None:
+    prop = k.proposer(version, choice.runner, method) if choice.runner and custom is None else None
+    if custom is not None:
+        out["proposer"] = {"class": custom.get("cls"), "module": custom.get("module_file"), "file": custom.get("module_file"),
+                           "line": custom.get("line"), "mro": [custom.get("cls")] + list(custom.get("bases") or []),
+                           "custom_class": custom.get("path")}
+        out["patch_on_path"] = bool(custom.get("marker_hits")) and not custom.get("missing")
+    elif prop is not None:
         entry = (facts.get("classes") or {}).get(f"{prop.module}:{prop.cls}") or {}
         out["proposer"] = {"class": prop.cls, "module": prop.module, "file": entry.get("file"), "line": entry.get("line"),
                            "mro": [m["class"] for m in entry.get("mro") or []]}
-        on_path = [h for h in hits if any(h.get("file") == m["module"] and h.get("class") == m["class"]
-                                         for m in (entry.get("mro") or [{"module": prop.module, "class": prop.cls}]))]
+        on_path = [h for h in pkg_hits if any(h.get("file") == m["module"] and h.get("class") == m["class"]
+                                             for m in (entry.get("mro") or [{"module": prop.module, "class": prop.cls}]))]
         out["patch_on_path"] = bool(on_path)
-        if hits and not on_path:
+        if pkg_hits and not on_path:
             other = k.proposer(version, "v2" if choice.runner == "v1" else "v1", method)
-            where = ", ".join(f"{h['file']}:{h['line']} ({h.get('class') or 'module level'})" for h in hits)
+            where = ", ".join(f"{h['file']}:{h['line']} ({h.get('class') or 'module level'})" for h in pkg_hits)
             fix = None
             if choice.unsupported:
                 fix = (f"V2 does not support {', '.join(choice.unsupported)} on vllm {version}: drop it to run V2, or port "
                        f"the patch to {prop.cls} ({prop.module}).")
-            elif other is not None and any(h.get("file") == other.module for h in hits):
+            elif other is not None and any(h.get("file") == other.module for h in pkg_hits):
                 v2 = k.runner_of_module(other.module) == "v2"
                 fix = (f"Set {V2_ENV}={'1' if v2 else '0'} to run the "
                        f"{'V2' if v2 else 'V1'} runner, or port the patch to {prop.cls} ({prop.module}).")
@@ -159,6 +197,8 @@ def judge(facts: dict[str, Any], feature: Feature, spec: Optional[dict], env: di
                                              f"({prop.module}); the patch is in {where}: dead code. {choice.reason}.", fix=fix))
     elif choice.runner:
         findings.append(Finding("DS304", f"no table row for method {method!r} on the {choice.runner.upper()} runner of vllm {version}."))
+    if feature.plugin is not None:
+        out["patch_on_path"] = plugin_on_path(facts, out, findings, version, choice.runner) and bool(plugin_hits)
     # knobs
     for issue in k.knob_issues(version, spec, parallel):
         out["knobs"].append({"key": issue.key, "status": issue.status, "note": issue.note})
@@ -167,6 +207,116 @@ def judge(facts: dict[str, Any], feature: Feature, spec: Optional[dict], env: di
         else:
             findings.append(Finding("DS604", f"speculative_config.{issue.key}: {issue.note}"))
     return _result(_decided(findings, "reachable" if out["patch_on_path"] else "unknown"), out, findings)
+
+
+def plugin_findings(facts: dict[str, Any], feature: Feature, findings: list[Finding], out: dict[str, Any],
+                    k: VllmKnowledge) -> list[dict]:
+    """A patch shipped as a vLLM general plugin: discovered, allowed, loadable, its target present.
+    Returns the marker hits in the plugin code vLLM will run."""
+    p, fw = feature.plugin, k.plugins
+    pl = facts.get("plugin") or {}
+    cands = pl.get("candidates") or []
+    loaded = cands[pl["loaded"]] if pl.get("loaded") is not None else None
+    out["plugin"] = {"entry_point": p.entry_point, "group": fw.group, "target": p.target, "loaded": loaded,
+                     "candidates": len(cands), "shadowed": pl.get("shadowed") or [], "allow": pl.get("allow"),
+                     "target_found": pl.get("target"), "processes": list(p.processes)}
+    if pl.get("error"):
+        findings.append(Finding("DS613", f"the entry points of the server's python cannot be read ({pl['error']}): "
+                                         "vLLM's entry_points() raises the same at start-up."))
+        return []
+    if loaded is None:
+        others = pl.get("other_names") or []
+        findings.append(Finding("DS610", f"no distribution on the server's sys.path declares entry point {p.entry_point!r} in "
+                                         f"group {fw.group!r}" + (f" (it has: {', '.join(others)})" if others else "") + ": "
+                                         "vLLM never loads it, and says nothing."))
+        return []
+    where = f"{loaded.get('distribution')} {loaded.get('version')} ({loaded.get('metadata')})"
+    if len(cands) > 1:
+        rest = ", ".join(f"{c.get('distribution')} {c.get('version')} ({c.get('metadata')})" for c in cands[:-1])
+        findings.append(Finding("DS612", f"{len(cands)} distributions declare entry point {p.entry_point!r}: vLLM keeps the "
+                                         f"last it discovers, {where}; not {rest}."))
+    for sh in pl.get("shadowed") or []:
+        findings.append(Finding("DS612", f"a second {sh.get('distribution')} {sh.get('version')} ({sh.get('metadata')}) also "
+                                         f"declares {p.entry_point!r}; it is shadowed by {where}, earlier on sys.path."))
+    if p.distribution and loaded.get("distribution") != p.distribution:
+        findings.append(Finding("DS612", f"entry point {p.entry_point!r} comes from {where}, not from {p.distribution}."))
+    if not loaded.get("module_file"):
+        findings.append(Finding("DS613", f"the entry point vLLM loads, {loaded.get('value')} from {where}, names module "
+                                         f"{loaded.get('module')}, which is not on the server's sys.path: vLLM logs "
+                                         f"'{fw.failed_line.format(name=p.entry_point)}' and starts without it."))
+    elif not loaded.get("attr_found"):
+        findings.append(Finding("DS613", f"the entry point vLLM loads, {loaded.get('value')} from {where}: "
+                                         f"{loaded.get('module_file')} defines no {loaded.get('attr')}: vLLM logs "
+                                         f"'{fw.failed_line.format(name=p.entry_point)}' and starts without it."))
+    allow = pl.get("allow") or {}
+    if not allow.get("allowed", True):
+        names = [n for n in allow.get("names") or [] if n]
+        near = [n for n in names if n.strip() == p.entry_point]
+        why = (f" ({', '.join(map(repr, near))} is not {p.entry_point!r}: vLLM splits {fw.allow_env} on commas and does "
+               "not strip blanks)") if near else ""
+        findings.append(Finding("DS611", f"{fw.allow_env}={allow.get('value')!r} does not list {p.entry_point!r}{why}: vLLM "
+                                         "skips the plugin in every process, silently.",
+                                fix=f"export {fw.allow_env}={','.join([n.strip() for n in names if n.strip() != p.entry_point] + [p.entry_point])} "
+                                    f"(or unset {fw.allow_env})."))
+    t = pl.get("target") or {}
+    if t.get("missing"):
+        findings.append(Finding("DS614", f"{p.target}: {t['missing']} (vllm {(facts.get('vllm') or {}).get('version')}): "
+                                         "the plugin has nothing to patch in this release.", file=t.get("module_file")))
+    return [{"file": h.get("file"), "line": h.get("line"), "class": h.get("class"), "function": h.get("function")}
+            for h in loaded.get("marker_hits") or []] if loaded.get("attr_found") else []
+
+
+def plugin_on_path(facts: dict[str, Any], out: dict[str, Any], findings: list[Finding], version, runner) -> bool:
+    """Whether what the plugin patches is what runs: a target that is a proposer class the chosen
+    runner does not use (or a base of it) is dead code, as a patch in the wrong file is."""
+    t = (facts.get("plugin") or {}).get("target") or {}
+    if t.get("missing") or not t.get("module"):
+        return False
+    cls = t.get("class")
+    prop = out.get("proposer") or {}
+    if not cls or not prop:
+        return True
+    module = t["module"].replace(".", "/") + ".py"
+    known = {(p.module, p.cls) for p in knowledge().proposers}
+    mro = prop.get("mro") or []
+    if (module, cls) in known and cls not in mro:
+        findings.append(Finding("DS601", f"the plugin patches {cls} ({module}), but vllm {version} will run the "
+                                         f"{(runner or '?').upper()} runner's {prop.get('class')} ({prop.get('module')}): "
+                                         "its patch is dead code.",
+                                fix=f"Point the plugin at {prop.get('class')} ({prop.get('module')}), or change the "
+                                    "settings so that vLLM runs the class it patches."))
+        return False
+    return True
+
+
+def custom_findings(custom: dict[str, Any], version, findings: list[Finding], out: dict[str, Any]) -> None:
+    """The user's proposer class (--speculative-config method custom_class), as vLLM will load it."""
+    cc = knowledge().custom_class
+    path = custom.get("path")
+    if not custom.get("framework"):
+        findings.append(Finding("DS615", f"vllm {version} has no {cc.module}: --speculative-config names proposer class "
+                                         f"{path!r} (method {cc.method}), which this release cannot load."))
+        return
+    if custom.get("missing"):
+        findings.append(Finding("DS615", f"custom proposer {path!r}: {custom['missing']}: vLLM raises at start-up "
+                                         "('Cannot import module' / 'has no attribute').", file=custom.get("module_file")))
+        return
+    methods = custom.get("methods") or {}
+    outside = custom.get("bases_outside")
+    for name in cc.required_methods:
+        if name not in methods and not outside:
+            findings.append(Finding("DS615", f"custom proposer {path!r} ({custom.get('module_file')}:{custom.get('line')}) "
+                                             f"defines no {name}() (nor does a base in its module): vLLM raises "
+                                             f"\"must have a '{name}' method\" at start-up.", file=custom.get("module_file")))
+    init = methods.get("__init__")
+    if init and not init.get("varargs") and init.get("args", 0) < 2:
+        findings.append(Finding("DS615", f"custom proposer {path!r}: {init.get('class')}.__init__ (line {init.get('line')}) "
+                                         "takes no vllm_config: vLLM calls user_class(vllm_config) and fails to start.",
+                                file=custom.get("module_file")))
+    if not any(h.get("class") == custom.get("cls") or h.get("class") in {m.get("class") for m in methods.values()}
+               for h in custom.get("marker_hits") or []):
+        findings.append(Finding("DS609", f"the marker is not in proposer {path!r} ({custom.get('module_file')}): the "
+                                         "patched code is elsewhere."))
 
 
 def _decided(findings: list[Finding], otherwise: str) -> str:
@@ -199,6 +349,12 @@ def render(result: dict[str, Any]) -> str:
     p = result.get("proposer") or {}
     if p:
         lines.append(f"  proposer: {p['class']} ({p['module']})")
+    pl = result.get("plugin") or {}
+    if pl:
+        got = pl.get("loaded") or {}
+        lines.append(f"  plugin: {pl['entry_point']} ({pl['group']}) -> " + (
+            f"{got.get('value')} from {got.get('distribution')} {got.get('version')} ({got.get('metadata')})" if got
+            else "not discovered") + f"; patches {pl['target']}")
     for h in result.get("patched") or []:
         lines.append(f"  patch: {h['file']}:{h['line']} {h.get('class') or ''}.{h.get('function') or ''}")
     for f in result.get("findings") or []:

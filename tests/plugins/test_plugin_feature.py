@@ -44,7 +44,11 @@ BAD = [
     ('hook = "AFTER"', 'hook = "after"\nprocesses = "scheduler"', "Expected `array`, got `str` - at `$.plugin.processes`"),
     ('hook = "AFTER"', 'hook = "after"\ncolour = "red"', "Object contains unknown field `colour` - at `$.plugin`"),
     ('hook = "AFTER"', '', "Object missing required field `hook` - at `$.plugin`"),
-    ('name = "dsd-plugin"', 'name = "dsd-plugin"\nengine = "vllm"', "plugin-delivered patches are checked for sglang only, not vllm"),
+    ('name = "dsd-plugin"', 'name = "dsd-plugin"\nengine = "vllm"',
+     "plugin.target 'sglang.srt.speculative.eagle_worker_v2.EAGLEWorkerV2.__init__': must be a dotted path inside the vllm package"),
+    (GOOD, GOOD.replace('[marker]', 'engine = "vllm"\n[marker]').replace(
+        "sglang.srt.speculative.eagle_worker_v2.EAGLEWorkerV2.__init__", "vllm.v1.spec_decode.eagle.EagleProposer.propose"),
+     "plugin.hook 'AFTER': vLLM has no hook registry; say 'patch'"),
 ]
 
 
