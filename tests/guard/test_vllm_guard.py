@@ -141,8 +141,15 @@ def test_collapse_mid_run_is_caught_in_its_window(servers, bench, tmp_path):
     assert reason["window"] in (at, at + 1), (reason, at)
     first = doc["windows"][reason["window"] - 1]
     assert first["state"] == "collapsed" and first["ranks"][0]["accept_len"] == 1.0
-    assert first["ranks"][0]["gauge_spec_accept_length"] == 1.0  # the engine's own counters say so too
-    assert any(w["state"] == "effective" for w in doc["windows"][:at - 1])
+    # the engine's own counters say so too: the first window's /metrics delta may still hold steps from
+    # before the collapse when a scrape lands late on a loaded machine (CI read 1.81 there), every later one not
+    assert first["ranks"][0]["gauge_spec_accept_length"] < 2.5
+    later = [w["ranks"][0]["gauge_spec_accept_length"] for w in doc["windows"][reason["window"]:]
+             if w["ranks"] and w["ranks"][0].get("gauge_spec_accept_length") is not None]
+    assert later and all(g == 1.0 for g in later), later
+    # before the first collapsed window, speculation was effective (the collapse may fall late in window `at`)
+    assert any(w["state"] == "effective" for w in doc["windows"][:reason["window"] - 1]), \
+        ([(w["index"], w["state"], w["start"]) for w in doc["windows"]], at)
 
 
 def test_restart_in_place_is_caught(servers, bench, tmp_path):
