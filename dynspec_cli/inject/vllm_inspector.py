@@ -375,15 +375,15 @@ def inspect_custom_class(req, literal, rx, site):
         c = chain.pop(0)
         for n in c.body:
             if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name not in methods:
-                methods[n.name] = {"class": c.name, "line": n.lineno, "args": len(n.args.args) + len(n.args.posonlyargs
-                                   if hasattr(n.args, "posonlyargs") else []), "varargs": bool(n.args.vararg)}
+                positional = len(n.args.args) + len(getattr(n.args, "posonlyargs", []))
+                methods[n.name] = {"class": c.name, "line": n.lineno, "args": positional, "varargs": bool(n.args.vararg)}
         for b in c.bases:  # bases defined in the same module are followed; others are unknown
             if isinstance(b, ast.Name) and isinstance(top.get(b.id), ast.ClassDef):
                 chain.append(top[b.id])
     out["bases"] = [ast.unparse(b) if hasattr(ast, "unparse") else getattr(b, "id", "?") for b in node.bases]
     out["methods"] = methods
     out["bases_outside"] = [b for b in node.bases if not (isinstance(b, ast.Name) and isinstance(top.get(b.id), ast.ClassDef))] != []
-    hits = [h for h in marker_hits_in(path, os.path.dirname(path), literal, rx)]
+    hits = marker_hits_in(path, os.path.dirname(path), literal, rx)
     for h in hits:
         h["file"] = path
     out["marker_hits"] = hits
