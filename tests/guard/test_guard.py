@@ -54,7 +54,10 @@ def test_healthy_run_passes_with_the_benchmarks_output_and_exit_status(servers, 
     assert "✓ VALID" in r.stderr and "gate ok" in r.stderr
     assert doc["valid"] is True and doc["exit_code"] == 0 and doc["benchmark"]["exit_code"] == 0
     states = [w["state"] for w in doc["windows"]]
-    assert "effective" in states and set(states) <= {"effective", "idle", "undecided", "plain"}, states
+    # before the first Decode batch line the first requests are in flight with nothing logged yet: a window
+    # there may be silent (seen on a loaded machine); from the first effective window on, none may
+    assert "effective" in states and set(states[states.index("effective"):]) <= {"effective", "idle", "undecided", "plain"}, states
+    assert set(states[:states.index("effective")]) <= {"idle", "undecided", "silent"}, states
     eff = [rk for w in doc["windows"] for rk in w["ranks"] if rk["state"] == "effective"]
     assert all(rk["accept_len"] > 1.5 and rk["running_range"][1] <= TH for rk in eff)  # 2 clients, threshold 3
     # the benchmark's own result file is there, untouched, beside the report
@@ -91,7 +94,11 @@ def test_collapse_mid_run_is_caught_in_its_window(servers, bench, tmp_path):
     at = window_at(doc, replayed(servers, "collapse"))
     assert reason["window"] in (at, at + 1)  # the window it happened in (or the next, if at its very end)
     first = doc["windows"][reason["window"] - 1]
-    assert first["state"] == "collapsed" and first["ranks"][0]["accept_len"] == 1.0
+    # ~1.00 in the first collapsed window (a Decode batch line may straddle the collapse), exactly 1.00 after
+    assert first["state"] == "collapsed" and first["ranks"][0]["accept_len"] <= 1.1
+    logged = [w["ranks"][0]["accept_len"] for w in doc["windows"][reason["window"]:]
+              if w["ranks"] and w["ranks"][0].get("accept_len") is not None]
+    assert logged and all(a == 1.0 for a in logged), logged
     # it was fine before the first collapsed window (the collapse may fall late in window `at`)
     assert any(w["state"] == "effective" for w in doc["windows"][:reason["window"] - 1])
     assert "✗ INVALID" in r.stderr and "DS702" in r.stderr

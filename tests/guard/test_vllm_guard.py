@@ -140,13 +140,14 @@ def test_collapse_mid_run_is_caught_in_its_window(servers, bench, tmp_path):
     at = window_at(doc, replayed(servers, "collapse"))
     assert reason["window"] in (at, at + 1), (reason, at)
     first = doc["windows"][reason["window"] - 1]
-    assert first["state"] == "collapsed" and first["ranks"][0]["accept_len"] == 1.0
-    # the engine's own counters say so too: the first window's /metrics delta may still hold steps from
-    # before the collapse when a scrape lands late on a loaded machine (CI read 1.81 there), every later one not
-    assert first["ranks"][0]["gauge_spec_accept_length"] < 2.5
-    later = [w["ranks"][0]["gauge_spec_accept_length"] for w in doc["windows"][reason["window"]:]
-             if w["ranks"] and w["ranks"][0].get("gauge_spec_accept_length") is not None]
-    assert later and all(g == 1.0 for g in later), later
+    # ~1.00 in the first collapsed window (one stats line may straddle the collapse: CI read 1.04), exactly
+    # 1.00 in every later one, in the log and in the engine's own counters (the first window's /metrics
+    # delta may still hold steps from before the collapse when a scrape lands late: CI read 1.81)
+    assert first["state"] == "collapsed" and first["ranks"][0]["accept_len"] <= 1.1
+    later = [w["ranks"][0] for w in doc["windows"][reason["window"]:] if w["ranks"]]
+    logged = [rk["accept_len"] for rk in later if rk.get("accept_len") is not None]
+    gauged = [rk["gauge_spec_accept_length"] for rk in later if rk.get("gauge_spec_accept_length") is not None]
+    assert logged and all(a == 1.0 for a in logged) and gauged and all(g == 1.0 for g in gauged), (logged, gauged)
     # before the first collapsed window, speculation was effective (the collapse may fall late in window `at`)
     assert any(w["state"] == "effective" for w in doc["windows"][:reason["window"] - 1]), \
         ([(w["index"], w["state"], w["start"]) for w in doc["windows"]], at)
