@@ -32,19 +32,18 @@ V2_TARGET = "vllm.v1.worker.gpu.spec_decode.eagle.speculator.EagleSpeculator.loa
 V1_TARGET = "vllm.v1.spec_decode.eagle.EagleProposer.propose"  # inherited from SpecDecodeBaseProposer
 
 
-def feature(tmp_path, target=V2_TARGET, extra=""):
-    f = tmp_path / "plugin-feature.toml"
-    f.write_text(f'''name = "eagle-plugin"
-title = "A patch to vLLM's EAGLE speculator, shipped as a general plugin"
+def feature(tmp_path, target=V2_TARGET):
+    """The feature file: the marker the patch logs and, unless target is None (a custom proposer class,
+    no plugin), the [plugin] section of a general plugin that patches `target`."""
+    f = tmp_path / "feature.toml"
+    plugin = f'[plugin]\nentry_point = "eagle_patch"\ntarget = "{target}"\nhook = "patch"\n' if target else ""
+    f.write_text(f'''name = "eagle-patch"
+title = "A patch to vLLM's EAGLE speculator"
 engine = "vllm"
 [marker]
 pattern = 'EagleSpeculator plugin active: k=(?P<k>\\d+)'
 literal = "{MARKER}"
-[plugin]
-entry_point = "eagle_patch"
-target = "{target}"
-hook = "patch"
-{extra}''')
+{plugin}''')
     return load_feature(str(f))
 
 
@@ -195,18 +194,6 @@ class MyProposer(Base):
 '''
 
 
-def custom_feature(tmp_path):
-    f = tmp_path / "custom.toml"
-    f.write_text(f'''name = "my-proposer"
-title = "An out-of-tree proposer class"
-engine = "vllm"
-[marker]
-pattern = 'EagleSpeculator plugin active: k=(?P<k>\\d+)'
-literal = "{MARKER}"
-''')
-    return load_feature(str(f))
-
-
 def custom_spec(path, method=True):
     return (f'{{"method": "custom_class", "model": "{path}", "num_speculative_tokens": 3}}' if method
             else f'{{"model": "{path}", "num_speculative_tokens": 3}}')
@@ -216,7 +203,7 @@ def test_a_custom_proposer_class_is_the_proposer_and_its_marker_is_reachable(tmp
     s = site(tmp_path)
     (s / "my_proposer.py").write_text(CUSTOM)
     for method in (True, False):  # a dotted "model" without a method is custom_class too
-        r = preflight(custom_feature(tmp_path), s, ["--speculative-config", custom_spec("my_proposer.MyProposer", method)])
+        r = preflight(feature(tmp_path, target=None), s, ["--speculative-config", custom_spec("my_proposer.MyProposer", method)])
         assert r["proposer"]["class"] == "MyProposer" and r["proposer"]["custom_class"] == "my_proposer.MyProposer"
         assert r["proposer"]["line"] == 10 and r["patch_on_path"] is True
         assert r["verdict"] == "reachable", r["findings"]
@@ -233,7 +220,7 @@ def test_a_custom_proposer_class_is_the_proposer_and_its_marker_is_reachable(tmp
 def test_a_custom_proposer_vllm_cannot_load_is_dead(tmp_path, text, path, says):
     s = site(tmp_path)
     (s / "my_proposer.py").write_text(text)
-    r = preflight(custom_feature(tmp_path), s, ["--speculative-config", custom_spec(path)])
+    r = preflight(feature(tmp_path, target=None), s, ["--speculative-config", custom_spec(path)])
     assert any(f["code"] == "DS615" and says in f["message"] for f in r["findings"]), r["findings"]
     assert r["verdict"] == "dead"
 
@@ -241,6 +228,6 @@ def test_a_custom_proposer_vllm_cannot_load_is_dead(tmp_path, text, path, says):
 def test_a_release_without_custom_class(tmp_path):
     s = site(tmp_path, "0.34.0")
     (s / "my_proposer.py").write_text(CUSTOM)
-    r = preflight(custom_feature(tmp_path), s, ["--speculative-config", custom_spec("my_proposer.MyProposer")])
+    r = preflight(feature(tmp_path, target=None), s, ["--speculative-config", custom_spec("my_proposer.MyProposer")])
     (f,) = [f for f in r["findings"] if f["code"] == "DS615"]
     assert "vllm 0.34.0 has no vllm/v1/spec_decode/custom_class_proposer.py" in f["message"] and r["verdict"] == "dead"
