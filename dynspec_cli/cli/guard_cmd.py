@@ -14,7 +14,8 @@ INVALID = 65  # sysexits' EX_DATAERR: the benchmark ran, its numbers are not the
 REFUSED = 125  # as timeout(1) and env(1): the wrapper itself refused, the command did not start
 GUARD_EXIT = ("Exit codes: the benchmark's own exit status when the run is valid · 2 bad input, nothing started · "
               "65 the run is invalid (the server restarted or changed, accept len ~1.00 for N windows, evidence "
-              "missing, the feature misbehaved, counters reset, the server died, no request reached it) · "
+              "missing, the adaptive tier pinned, the feature misbehaved, counters reset, the server died, no request "
+              "reached it) · "
               "125 the gate refused: the benchmark was not started (one line says which check) · 126 the command "
               "cannot be executed · 127 the command was not found.")
 
@@ -26,10 +27,11 @@ def guard(
     host: str = typer.Option("local", "--host", help="The server's host (where the receipt, the log and the process are)."),
     max_age: Optional[str] = typer.Option(None, "--max-age", help="Refuse a receipt older than this (90s, 30m, 1h, 2d)."),
     window: float = typer.Option(10.0, "--window", help="Seconds per window: each is decided on its own."),
-    invalid_after: int = typer.Option(2, "--invalid-after", help="Windows in a row of accept len ~1.00 or of a silent "
-                                                                 "rank that make the run invalid."),
+    invalid_after: int = typer.Option(2, "--invalid-after", help="Windows in a row of accept len ~1.00, of a silent "
+                                                                 "rank or of a pinned adaptive tier that make the run invalid."),
     report: Optional[str] = typer.Option(None, "--report", help="Where the JSON report goes (default: beside the "
-                                                                "benchmark's result file, else ./dynspec-guard-NAME-TIME.json)."),
+                                                                "benchmark's result file, else ./dynspec-guard-NAME-TIME.json); "
+                                                                "its chart goes beside it, as .svg."),
     accept_synthetic: bool = typer.Option(False, "--accept-synthetic", help=ACCEPT_SYNTHETIC_HELP),
     api_key_env: Optional[str] = typer.Option(None, "--api-key-env", help="Environment variable holding the server's "
                                                                           "--api-key (default: OPENAI_API_KEY), for /server_info."),
@@ -45,6 +47,7 @@ def guard(
     from dynspec_cli.cli import runs
     from dynspec_cli.cli.errors import UsageError
     from dynspec_cli.cli.prove_cmds import _api_key, _bad_input, load_receipt
+    from dynspec_cli.guard import chart
     from dynspec_cli.guard import report as reports
     from dynspec_cli.guard.watch import Guard
     from dynspec_cli.knowledge.features import load_feature
@@ -89,7 +92,9 @@ def guard(
                                threshold=threshold, window=window, hold=invalid_after, ranks=ranks, exit_code=code,
                                provenance=receipts.provenance(doc))
         out["path"] = reports.result_path(list(command), doc["run"]["name"], report)
+        out["chart"] = chart.path_for(out["path"])
         reports.write(out, out["path"])
+        chart.write(out, out["chart"])
         reports.render(out, g, err)
     raise typer.Exit(code)
 

@@ -1,6 +1,7 @@
 """How a guarded run is shown: a table of windows on stderr (stdout is the benchmark's), with an
 accept-length strip a person reads at a glance, the reasons the run is invalid, and the JSON
-document `dynspec-guard/1` written beside the benchmark's own result file."""
+document `dynspec-guard/1` written beside the benchmark's own result file (its chart beside it:
+guard/chart.py)."""
 from __future__ import annotations
 
 import datetime
@@ -22,7 +23,7 @@ from dynspec_cli.knowledge.tables import configs_dir, load_toml
 
 SCHEMA = "dynspec-guard/1"
 STATE_STYLE = {"effective": "green", "plain": "cyan", "idle": "dim", "undecided": "yellow", "collapsed": "red",
-               "silent": "red", "misbehaved": "red", "restarted": "red", "died": "red", "counter-reset": "red",
+               "silent": "red", "misbehaved": "red", "pinned": "red", "restarted": "red", "died": "red", "counter-reset": "red",
                "evidence-stopped": "red"}
 BARS = " ▁▂▃▄▅▆▇█"
 
@@ -150,7 +151,7 @@ def render(doc: dict[str, Any], g: Guarded, out: Console) -> None:
         out.print(f"  [yellow]![/] {escape(n)}")
     if g.metrics_available is False:
         out.print("  [yellow]![/] no /metrics (start the server with --enable-metrics): judged on the log alone")
-    out.print(f"  report: {escape(doc.get('path') or '')}")
+    out.print(f"  report: {escape(doc.get('path') or '')}" + (f"  chart: {escape(doc['chart'])}" if doc.get("chart") else ""))
 
 
 def _key(w: W.Window) -> tuple:
@@ -174,7 +175,8 @@ def _shown_state(w: W.Window, r: W.RankWindow, row: int) -> str:
 
 
 def _styled(state: str) -> str:
-    return f"[{STATE_STYLE.get(state, '')}]{state}[/]"
+    style = STATE_STYLE.get(state)
+    return f"[{style}]{state}[/]" if style else escape(state)
 
 
 def _range(a: int, z: int) -> str:

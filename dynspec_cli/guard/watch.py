@@ -18,6 +18,7 @@ from typing import Any, Callable, Optional
 from dynspec_cli import inject
 from dynspec_cli.evidence.rules import Observation
 from dynspec_cli.evidence.scan import Feeder
+from dynspec_cli.guard import adaptive
 from dynspec_cli.guard import windows as W
 from dynspec_cli.knowledge.features import Feature
 from dynspec_cli.prove import receipt as receipts
@@ -39,8 +40,8 @@ SHIM = ("import ctypes,os,signal,sys\n"
 class LogTap:
     """Follows the server's log and keeps what the windows need, as it arrives."""
 
-    def __init__(self, target: Target, feature: Feature, offset: int) -> None:
-        self.t, self.offset = target, offset
+    def __init__(self, target: Target, feature: Feature, offset: int, tracker: Optional[adaptive.Tracker] = None) -> None:
+        self.t, self.offset, self.tracker = target, offset, tracker
         self.lock = threading.Lock()
         self.decode: list[tuple[str, Decode]] = []
         self.served = 0
@@ -67,6 +68,10 @@ class LogTap:
         elif obs.kind == "landmark" and obs.id in ("prefill-batch", "served-request"):
             with self.lock:
                 self.served += 1
+        elif obs.kind == "landmark" and obs.id in adaptive.LINES:
+            if self.tracker is not None:
+                with self.lock:
+                    self.tracker.feed(adaptive.label_of(obs), obs.id, obs.data, line.text)
         elif obs.kind == "landmark" and obs.id in self.serving.startup or obs.kind == "launch":
             self._event("restarted", "the log shows a new start-up of the server (its server_args dump) while "
                                      "the benchmark ran", line.text)
@@ -77,12 +82,13 @@ class LogTap:
         with self.lock:
             self.events.append(W.Event(kind, message, fatal, (text or "")[:300] or None))
 
-    def take(self) -> tuple[list[tuple[str, Decode]], int, list[W.Event]]:
+    def take(self) -> tuple[list[tuple[str, Decode]], int, list[W.Event], dict[str, adaptive.RankSteps]]:
         with self.lock:  # a vLLM stats line waits (up to 2 s) for the SpecDecoding line logged right after it
             now = time.time()
             held = [(lb, d) for lb, d in self.decode if d.awaiting and now - d.seen < 2.0]
             kept = {id(d) for _, d in held}
-            out = [x for x in self.decode if id(x[1]) not in kept], self.served, self.events
+            steps = self.tracker.cut() if self.tracker is not None else {}
+            out = [x for x in self.decode if id(x[1]) not in kept], self.served, self.events, steps
             self.decode, self.served, self.events = held, 0, []
         return out
 
@@ -202,14 +208,18 @@ class Guard:
         self.on_window = on_window
         self.prev_sample: Optional[dict[str, Any]] = None
         self.startup_time = None
+        self.tracker: Optional[adaptive.Tracker] = None  # sglang's adaptive controller, when the server runs it
 
     def run(self, argv: list[str]) -> Guarded:
         t = self.t
         offset = t.host.size(t.log) or 0 if t.log else 0
-        tap = LogTap(t, self.feature, offset) if t.log else None
-        scraper = Scraper(t, max(0.5, min(self.window / 2, 5.0)), self.serving.metrics_prefix)
         child = Child(argv)
         out = Guarded(child)
+        if self.feature.engine == "sglang":
+            self.tracker, notes = adaptive.setup(t, self.receipt, classifier(self.feature), offset)
+            out.notes += notes
+        tap = LogTap(t, self.feature, offset, self.tracker) if t.log else None
+        scraper = Scraper(t, max(0.5, min(self.window / 2, 5.0)), self.serving.metrics_prefix)
         threads = [threading.Thread(target=x.run, name=type(x).__name__, daemon=True) for x in (tap, scraper) if x]
         for th in threads:
             th.start()
@@ -254,14 +264,19 @@ class Guard:
             last: bool = False) -> W.Window:
         w = W.Window(len(out.windows) + 1, start - t0, end - t0, last=last)
         w.ranks = {r: W.RankWindow(r) for r in self.ranks}
+        steps: dict[str, adaptive.RankSteps] = {}
         if tap is not None:
-            decode, w.served, w.events = tap.take()
+            decode, w.served, w.events, steps = tap.take()
             for label, d in decode:
                 label = "" if self.ranks == [""] else label  # one engine: its lines whatever they call it
                 w.ranks.setdefault(label, W.RankWindow(label)).decode.append(d)
+            if self.ranks == [""]:
+                steps = {"": next(iter(steps.values()))} if steps else {}
         self.metrics(w, out, scraper.upto(end))
         self.identity(w)
-        W.judge(w, self.threshold, self.expect_below, W.level_of(out.windows, self.threshold))
+        cfg = self.tracker.config if self.tracker is not None else None
+        controller = adaptive.WindowJudge(cfg, steps) if cfg is not None else None
+        W.judge(w, self.threshold, self.expect_below, W.level_of(out.windows, self.threshold), controller)
         if self.on_window:
             self.on_window(w)
         return w

@@ -9,23 +9,25 @@ lines or more), against the feature's `[expect]` and the threshold proven in the
 
 Rank states: effective (speculation on where it should be), plain (off, and the feature says off
 at these batches), collapsed (accept len ~1.00 where speculation should be on), misbehaved (on
-above the threshold, or off at one batch where it is on at another below it), undecided (lines,
-too few or mixed to decide), silent (the server was busy, this rank logged nothing), idle."""
+above the threshold, or off at one batch where it is on at another below it), pinned (sglang's
+adaptive controller stopped adapting: guard/adaptive.py), undecided (lines, too few or mixed to
+decide), silent (the server was busy, this rank logged nothing), idle."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from dynspec_cli.guard import adaptive
 from dynspec_cli.prove import decision
 from dynspec_cli.prove.decision import Step
 from dynspec_cli.prove.observations import Decode
 
 GOOD = ("effective", "plain", "idle", "undecided")
-HELD = ("collapsed", "silent")  # invalid once they hold for N windows in a row
+HELD = ("collapsed", "silent", "pinned")  # invalid once they hold for N windows in a row
 # Findings that make the run invalid, with the configs/findings.toml code of each.
 CODES = {"restarted": "DS701", "collapsed": "DS702", "silent": "DS703", "misbehaved": "DS704",
          "counter-reset": "DS705", "died": "DS706", "no-traffic": "DS707", "no-evidence": "DS703",
-         "evidence-stopped": "DS703"}
+         "evidence-stopped": "DS703", "pinned": "DS708"}
 
 
 @dataclass
@@ -49,6 +51,7 @@ class RankWindow:
     num_steps: Optional[float] = None  # sglang:spec_num_steps (0.5.23: the draft steps active now; the adaptive tier's)
     step: Optional[Step] = None
     state: str = "idle"
+    adaptive: Optional[dict[str, Any]] = None  # the adaptive tier its lines ran in and the steps it held (guard/adaptive.py)
 
     @property
     def name(self) -> str:
@@ -65,7 +68,7 @@ class RankWindow:
                 "running_range": list(rr) if rr else None, "accept_len": self.accept_len,
                 "speculation": s.speculation if s else "unknown", "expected": s.expected if s else "-",
                 "groups": [g.to_json() for g in s.groups] if s else [], "gauge_spec_accept_length": self.gauge_accept,
-                "spec_num_steps": self.num_steps}
+                "spec_num_steps": self.num_steps, "adaptive": self.adaptive}
 
 
 @dataclass
@@ -125,17 +128,22 @@ def judge_rank(r: RankWindow, traffic: bool, threshold: int, expect_below: bool,
         r.state = "effective" if on else "plain"
 
 
-def judge(w: Window, threshold: int, expect_below: bool, level: Optional[float]) -> None:
+def judge(w: Window, threshold: int, expect_below: bool, level: Optional[float],
+          controller: Optional[adaptive.WindowJudge] = None) -> None:
+    """`controller`: sglang's adaptive controller in this window (guard/adaptive.py): the on level each
+    rank could reach at the draft steps it ran, and its own judgement after the lines'."""
     traffic = w.traffic
     for r in w.ranks.values():
-        judge_rank(r, traffic, threshold, expect_below, level)
+        judge_rank(r, traffic, threshold, expect_below, controller.level(r, level) if controller else level)
+        if controller is not None:
+            controller.judge(r)
         if w.last and r.state == "silent":
             r.state = "idle"  # the benchmark's tail: requests ended before the next log interval
     states = [r.state for r in w.ranks.values()]
     if any(e.fatal for e in w.events):
         w.state = next(e.kind for e in w.events if e.fatal)
     else:
-        w.state = next((s for s in ("misbehaved", "collapsed", "silent", "effective", "plain", "undecided")
+        w.state = next((s for s in ("misbehaved", "collapsed", "pinned", "silent", "effective", "plain", "undecided")
                         if s in states), "idle")
 
 
@@ -215,6 +223,8 @@ def _misbehaved(r: RankWindow, threshold: int) -> str:
 
 
 def _held(r: RankWindow, w: Window, windows: list[Window], first: int) -> str:
+    if r.state == "pinned":
+        return adaptive.pinned_message(r)
     if r.state == "collapsed":
         al = [x.ranks[r.label].accept_len for x in windows if first <= x.index <= w.index and r.label in x.ranks]
         vals = [a for a in al if a is not None]

@@ -64,6 +64,19 @@ class Tiers(msgspec.Struct, forbid_unknown_fields=True):
     steps: dict[str, list[int]]
 
 
+class Controller(msgspec.Struct, forbid_unknown_fields=True):
+    """How the engine's own adaptive controller moves (the rule `dynspec guard` holds it to)."""
+    warmup_batches: int
+    update_interval: int
+    rise_offset: float
+    up_hysteresis: float = 0.0
+    capture: list[list[int]] = []  # CUDA-graph batch sizes a batch is padded to, as [first, last, step] runs
+    decode_log_interval: int = 40  # the server's default verify batches per Decode batch line
+
+    def capture_sizes(self) -> list[int]:
+        return sorted({n for first, last, step in self.capture for n in range(first, last + 1, step)})
+
+
 class Plugin(msgspec.Struct, forbid_unknown_fields=True):
     """The patch is shipped as an engine plugin (an entry point of the engine's plugin group)
     whose hook wraps or replaces `target`; the feature's [marker] is the line the plugin logs."""
@@ -87,6 +100,7 @@ class Feature(msgspec.Struct, forbid_unknown_fields=True, dict=True):
     dead_when: list[DeadWhen] = []
     support: list[SupportRule] = []
     tiers: list[Tiers] = []
+    controller: Optional[Controller] = None
     source: str = ""
     engine: str = "sglang"  # the engine the patch is for (dynspec_cli/verdict/engines.py)
     # the worker classes that build the feature's code when its marker is in a helper class (sglang's

@@ -14,6 +14,7 @@ from tests.support.home import runs_dir
 TH = 3
 LIVE_ENV = {"SGLANG_ENABLE_SPEC_V2": "True"}
 FLAGS = {"speculative-disable-batch-threshold": TH, "decode-log-interval": 2, "enable-metrics": True, "tp-size": 1}
+ADAPTIVE_ENV = {"STANDIN_SGLANG_VERSION": "0.5.23", "STANDIN_ACCEPT_PROB": "0.9"}
 SERVERS = {  # key -> (env, flags)
     "healthy": ({}, {}),
     "collapse": ({"STANDIN_REPLAY": "collapse@3"}, {}),
@@ -21,6 +22,9 @@ SERVERS = {  # key -> (env, flags)
     "reset": ({"STANDIN_REPLAY": "reset@3"}, {}),
     "dp": ({"STANDIN_REPLAY": "rank0-silent"}, {"dp-size": 2}),
     "lossy": ({}, {"speculative-accept-threshold-single": 0.5}),  # relaxed acceptance: lossy
+    # sglang 0.5.23's adaptive speculation (its controller ported into the stand-in), healthy and pinned mid-run
+    "adaptive": (ADAPTIVE_ENV, {"speculative-adaptive": True}),
+    "pinned": ({**ADAPTIVE_ENV, "STANDIN_REPLAY": "pin@3"}, {"speculative-adaptive": True}),
 }
 PROVE_STEPS = {"dp": "1,2,8,10"}  # round robin over two DP ranks: each sees half the clients
 

@@ -178,3 +178,44 @@ def test_relaxed_acceptance_is_refused_unless_accepted(servers, tmp_path):
                                   *one_request(port(name))], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and r.stdout == "done\n", r.stderr
     assert json.loads(report.read_text())["provenance"]["provenance"] == "lossy"
+
+
+def replay_times(servers, key: str) -> dict:
+    """EVENT -> unix time, from the stand-in's replay log."""
+    rows = [ln.split() for ln in servers["replay"][key].read_text().splitlines() if ln.strip()]
+    return {name: float(t) for t, name in rows}
+
+
+def test_healthy_adaptive_run_passes_with_its_tier_named(servers, bench, tmp_path):
+    """sglang 0.5.23 with --speculative-adaptive, its controller moving as sglang's does: valid, and each
+    judged window names the tier its batches ran in. Expected tier and candidates from the 0.5.23
+    wheel's DEFAULT_ADAPTIVE_CONFIG (adaptive_spec_params.py): batches 1-7 go to "1": [1, 3, 5, 7]."""
+    r, doc = guard(bench, servers["names"]["adaptive"], tmp_path / "adaptive.jsonl")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert doc["valid"] is True and "Serving Benchmark Result" in r.stdout
+    judged = [rk["adaptive"] for w in doc["windows"] for rk in w["ranks"] if rk.get("adaptive")]
+    assert judged and all(a["tier"] == 1 and a["candidates"] == [1, 3, 5, 7] for a in judged), (judged, doc["notes"])
+    assert all(a["steps"] in (1, 3, 5, 7) for a in judged)
+    assert not any(w["state"] == "pinned" for w in doc["windows"])
+
+
+def test_adaptive_tier_pinned_mid_run_is_caught(servers, bench, tmp_path):
+    """pin@3: acceptance dips until the controller logs its way down to steps 1, then it stops being fed
+    while acceptance is back (0.9 per draft: ~0.9 accepted drafts per request at 1 step, above sglang's
+    1 - 0.5 step-up point). No accept len ~1.00 to see: only the controller's silence gives it away."""
+    name = servers["names"]["pinned"]
+    r, doc = guard(bench, name, tmp_path / "pinned.jsonl")
+    assert r.returncode == 65, r.stderr[-3000:]
+    assert "Serving Benchmark Result" in r.stdout and doc["benchmark"]["exit_code"] == 0
+    assert [x["code"] for x in doc["reasons"]] == ["DS708"], doc["reasons"]
+    reason = doc["reasons"][0]
+    at = window_at(doc, replay_times(servers, "pinned")["pinned"])
+    assert reason["window"] in (at, at + 1), (reason, at)  # the window after the controller's last line at the latest
+    assert "held 1 draft step in tier 1 (batches 1–7; draft steps 1, 3, 5, 7)" in reason["message"], reason
+    first = doc["windows"][reason["window"] - 1]["ranks"][0]
+    assert first["state"] == "pinned" and first["adaptive"]["steps"] == 1 and first["adaptive"]["controller_lines"] == 0
+    assert 1.5 < first["accept_len"] <= 2.0  # at 1 draft step a verify yields 2 tokens at most
+    assert first["spec_num_steps"] == 1  # the 0.5.23 gauge agrees with the log
+    assert "DS708 guard-adaptive-pinned" in r.stderr and "✗ INVALID" in r.stderr
+    svg = (tmp_path / "pinned.dynspec-guard.svg").read_text()  # the chart, beside the report
+    assert doc["chart"].endswith("pinned.dynspec-guard.svg") and "DS708 pinned from window" in svg and ">pinned<" in svg

@@ -147,3 +147,65 @@ def test_hand_read_adaptive_facts():
     # The default config of 0.5.14+ runs 0 draft steps from the batch-size-64 tier on.
     assert default_tiers("0.5.14")["64"] == [0] and default_tiers("0.5.13")["32"] == [1]
     assert default_tiers("0.5.20")["1"] == [1, 3, 5, 7]
+
+
+# --- [controller]: how a tier's controller moves, and what a batch is padded to ----------------
+def _slot_defaults(version: str) -> dict[str, object]:
+    """The `cfg.get(NAME, DEFAULT)` defaults of the step slot's __init__ (AdaptiveStepSlot, 0.5.13+;
+    AdaptiveSpeculativeParams before)."""
+    out = {}
+    for n in ast.walk(tree(version, PARAMS)):
+        if isinstance(n, ast.Call) and ast.unparse(n.func).endswith(".get") and len(n.args) == 2 \
+                and isinstance(n.args[0], ast.Constant) and isinstance(n.args[1], ast.Constant):
+            out[n.args[0].value] = n.args[1].value
+    return out
+
+
+def _spec_capture_runs(version: str) -> list[tuple[int, int, int]]:
+    """The `range(a, b, c)` runs of the speculative CUDA-graph batch sizes ("less padding for smaller
+    batch sizes"), wherever the release builds them."""
+    root = wheels.unpacked(version) / "sglang" / "srt"
+    for p in [root / "server_args.py", *sorted((root / "arg_groups").glob("*.py"))]:
+        text = p.read_text(encoding="utf-8") if p.is_file() else ""
+        at = text.find("less padding for smaller batch sizes")
+        if at < 0:
+            continue
+        block = text[at:at + 600]
+        calls = [n for n in ast.walk(ast.parse("(" + block[block.index("list(range"):block.index(")\n", block.index("+ list(range(272")) + 1] + ")"))
+                 if isinstance(n, ast.Call) and ast.unparse(n.func) == "range"]
+        calls.sort(key=lambda c: (c.lineno, c.col_offset))  # source order (ast.walk goes breadth first)
+        return [tuple(ast.literal_eval(a) if isinstance(a, ast.Constant) else None for a in c.args) for c in calls]
+    raise AssertionError(f"{version}: no speculative CUDA-graph batch sizes")
+
+
+@pytest.mark.parametrize("version", FLAG_RELEASES)
+def test_controller_rule_is_the_wheels(version):
+    c = F.controller
+    d = _slot_defaults(version)
+    assert (d["warmup_batches"], d["update_interval"], d["up_hysteresis"]) == (c.warmup_batches, c.update_interval, c.up_hysteresis)
+    src = (wheels.unpacked(version) / PARAMS).read_text(encoding="utf-8")
+    assert f"rise_threshold = current_step - {c.rise_offset} + self.up_hysteresis" in src
+    # every default tier that sets up_hysteresis sets it to the table's value
+    for n in tree(version, PARAMS).body:
+        if isinstance(n, (ast.Assign, ast.AnnAssign)) and "DEFAULT_ADAPTIVE_CONFIG" in ast.unparse(n):
+            assert {e.get("up_hysteresis", c.up_hysteresis) for e in ast.literal_eval(n.value).values()} == {c.up_hysteresis}
+
+
+@pytest.mark.parametrize("version", FLAG_RELEASES)
+def test_capture_runs_are_the_wheels(version):
+    runs = _spec_capture_runs(version)
+    # the table's runs are the wheel's up to 256 (tiers end at 64; the last run depends on max_bs)
+    assert [[a, b - 1, s] for a, b, s in runs[:4]] == F.controller.capture
+
+
+def test_hand_read_controller_facts():
+    # sglang 0.5.23 adaptive_spec_params.py: AdaptiveStepSlot.__init__ reads warmup_batches 10 and
+    # update_interval 5; from 0 steps _recompute_params probes the next candidate ("Probe the
+    # smallest positive step after a zero-step nospec interval"); cuda_graph_hook.py captures 1-8,
+    # 10-32 by 2, 40-64 by 4 with speculation; observability.py: decode_log_interval = 40.
+    assert (F.controller.warmup_batches, F.controller.update_interval) == (10, 5)
+    assert F.controller.capture_sizes()[:12] == [1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16]
+    assert 31 not in F.controller.capture_sizes() and 60 in F.controller.capture_sizes()
+    assert F.controller.decode_log_interval == 40
+    src = (wheels.unpacked("0.5.23") / PARAMS).read_text(encoding="utf-8")
+    assert "if old_steps == 0:" in src and "current_idx = min(current_idx + 1" in src

@@ -100,6 +100,8 @@ SAMPLES = {  # a formatted value whose source is a key renders as each of the va
     "capture_name": ["target verify", "target decode", "target prefill"],  # the target runner's role
     "cache_name": ["KV Cache"],  # memory_pool.py, no allocation_label
     "self.debug_name": ["Scheduler"],  # utils/watchdog.py of the scheduler
+    # adaptive_spec_params.py: a list of ints, printed as Python prints a list
+    "self.candidate_steps": ["[1, 3, 7]"], "first_slot.candidate_steps": ["[1, 3, 5, 7]"],
 }
 
 
@@ -615,6 +617,8 @@ def test_log_line_classes_name_real_rows():
 
 
 LOG_GAPS = {  # row -> (releases whose source has no literal for the line, why)
+    **{row: ("<0.5.11", "adaptive speculation (adaptive_spec_params.py) arrives in 0.5.11")
+       for row in ("adaptive-init", "adaptive-update", "adaptive-switch")},
     "kv-cache": (">=0.5.17", "the message is assembled at run time: f\"{cache_name} is allocated. ...\" "
                              "(memory_pool.py), checked by test_kv_cache_line_is_assembled"),
 }

@@ -25,7 +25,11 @@ stop / prove`` can be tested where there is no GPU:
   handles SIGTERM like sglang (drain, then SIGKILL its tree and itself), and serves sglang's HTTP API
   (/health, /health_generate, /model_info, /server_info, /generate, /v1/completions, /metrics, ...) with the
   release's JSON shapes, simulating decoding: ``Decode batch`` lines whose accept length falls to 1.00 while
-  the running batch exceeds the patched threshold.
+  the running batch exceeds the patched threshold;
+* with ``--speculative-adaptive`` (0.5.11+, EAGLE/EAGLE3, topk 1) it runs sglang's adaptive controller, ported
+  from the 0.5.23 wheel (a step slot per batch-size tier of the release's default config, EMA of accepted
+  drafts, warm-up 10, an update every 5 verify batches, a probe from 0 steps), logging its real lines and
+  exporting the active steps as ``sglang:spec_num_steps``; otherwise its real fallback line.
 
 What it is not: there is no model, no tokenizer, no GPU, no CUDA, no NCCL. Generated text is filler, token
 counts are estimates, memory numbers are the seed's. Line formats follow the named release's format strings;
@@ -72,6 +76,10 @@ Stand-in controls are environment variables (never flags, so the command line st
                            zero while the server goes on (sglang PR #29329: flush_cache resets them)
                              rank0-silent  with --dp-size > 1, DP rank 0 serves its share but logs no Decode batch
                            line, exports no gauge and no avg_spec_accept_length (sglang PR #34743)
+                             pin@S         with --speculative-adaptive: acceptance dips until the adaptive
+                           controller has stepped down to its tier's lowest draft steps (its real update lines),
+                           then its verify results stop reaching it (as when a patched verify path skips
+                           on_verify_complete): it stays there while acceptance is back
   STANDIN_REPLAY_LOG       a file the stand-in appends "UNIX_TIME EVENT" to as each replayed event happens (for
                            the tests' clocks; the server's log shows only what sglang would write)
 """
@@ -107,7 +115,7 @@ KNOWN_CONTROLS = {
     "STANDIN_DECODE_STEP", "STANDIN_ACCEPT_PROB", "STANDIN_SPLIT_MARKER", "STANDIN_REPLAY",
     "STANDIN_REPLAY_LOG",
 }
-REPLAY_TIMED, REPLAY_FLAGS = ("collapse", "restart", "reset"), ("rank0-silent",)
+REPLAY_TIMED, REPLAY_FLAGS = ("collapse", "restart", "reset", "pin"), ("rank0-silent",)
 
 # Seconds each start-up step took in the seed's run (configs/demo/seed-live.log, sglang 0.5.9, 8x H100).
 SEED_PACING = {
@@ -639,6 +647,87 @@ class Request:
         return [(1000 + 37 * i) % 32000 for i in range(n)]
 
 
+# sglang's adaptive speculation (--speculative-adaptive), ported from sglang/srt/speculative/
+# adaptive_spec_params.py (0.5.23: AdaptiveStepSlot, AdaptiveSpeculativeParams); the default
+# configurations by release, as DEFAULT_ADAPTIVE_CONFIG (0.5.13+) or the single candidate list
+# (0.5.11 - 0.5.12.post1) of each wheel read them: (first release, {tier: (candidates, down_hysteresis)}).
+ADAPTIVE_DEFAULTS = (
+    ("0.5.11", {1: ([1, 3, 7], -0.25)}),
+    ("0.5.13", {1: ([1, 3, 7], -0.25), 8: ([1, 3], 0.0), 32: ([1], 0.0)}),
+    ("0.5.14", {1: ([1, 3, 7], -0.25), 8: ([0, 1, 3], 0.0), 32: ([0, 1], 0.0), 64: ([0], 0.0)}),
+    ("0.5.20", {1: ([1, 3, 5, 7], -0.25), 8: ([0, 1, 3], 0.0), 32: ([0, 1], 0.0), 64: ([0], 0.0)}),
+)
+
+
+# The CUDA-graph batch sizes sglang captures with speculation (0.5.23 arg_groups/cuda_graph_hook.py
+# generate_decode_cuda_graph_batch_sizes: "less padding for smaller batch sizes"): adaptive routing pads to them.
+SPEC_CAPTURE_BS = list(range(1, 9)) + list(range(10, 33, 2)) + list(range(40, 65, 4)) + list(range(72, 257, 8))
+
+
+class AdaptiveSlot:
+    """AdaptiveStepSlot: the EMA of accepted drafts per request picks the draft steps of one tier."""
+
+    def __init__(self, initial: int, candidates: list, down: float, say) -> None:
+        self.candidates = sorted(set(candidates))
+        self.steps = initial if initial in self.candidates else self.candidates[len(self.candidates) // 2]
+        self.ema = float(self.steps - 1)
+        self.down, self.up, self.alpha, self.warmup, self.interval = down, 0.0, 0.2, 10, 5
+        self.count = 0
+        self.say = say
+
+    def update(self, accepted: list) -> bool:
+        if not accepted:
+            return False
+        if self.steps > 0:
+            self.ema = (1 - self.alpha) * self.ema + self.alpha * sum(accepted) / len(accepted)
+        self.count += 1
+        if self.count <= self.warmup or (self.count - self.warmup) % self.interval:
+            return False
+        old = self.steps
+        i = self.candidates.index(old)
+        if old == 0:  # probe the smallest positive step after a zero-step interval
+            i = min(i + 1, len(self.candidates) - 1)
+            if self.candidates[i] > 0 and self.ema < 0:
+                self.ema = float(self.candidates[i] - 1)
+            return self.apply(old, self.candidates[i])
+        start = i
+        while i > 0:
+            prev = self.candidates[i - 1]
+            if self.ema <= (0.5 if prev == 0 else prev - 0.5) + self.down:
+                i -= 1
+            else:
+                break
+        if i == start:
+            while i < len(self.candidates) - 1 and self.ema > self.candidates[i] - 0.5 + self.up:
+                i += 1
+        return self.apply(old, self.candidates[i])
+
+    def apply(self, old: int, target: int) -> bool:
+        if target == old:
+            return False
+        self.steps = target
+        self.say("Adaptive spec params updated: steps %d -> %d (ema_accept_len=%.2f)" % (old, target, self.ema))
+        return True
+
+
+class Adaptive:
+    """AdaptiveSpeculativeParams + AdaptiveController for one scheduler: routes a batch to its tier
+    (padded to a CUDA-graph batch size, then the largest tier at or below it)."""
+
+    def __init__(self, version_at_least, initial: int, capture: list, say) -> None:
+        cfg = [c for first, c in ADAPTIVE_DEFAULTS if version_at_least(first)][-1]
+        self.slots = {bs: AdaptiveSlot(initial, c, d, say) for bs, (c, d) in sorted(cfg.items())}
+        self.capture = sorted(capture)
+        self.active = initial
+        self.frozen = False  # pin@S: verify results no longer reach the controller
+        first = self.slots[min(self.slots)]
+        say("AdaptiveSpeculativeParams initialized: steps=%d, candidate_steps=%s" % (first.steps, first.candidates))
+
+    def route(self, batch: int) -> AdaptiveSlot:
+        padded = next((c for c in self.capture if c >= batch), batch)
+        return self.slots[max([bs for bs in self.slots if bs <= padded] or [min(self.slots)])]
+
+
 class Engine(threading.Thread):
     """One DP rank's scheduler (sglang runs one per DP rank; each logs its own Decode batch lines)."""
 
@@ -661,6 +750,7 @@ class Engine(threading.Thread):
         self.last_input_throughput = 0.0
         self.stats = {"running": 0, "tokens": 0, "usage": 0.0, "queue": 0, "accept_len": 0.0, "accept_rate": 0.0}
         self.counters = launcher.counters  # the tokenizer manager's, shared by all DP ranks
+        self.adaptive = None  # Adaptive, built with the draft worker when --speculative-adaptive runs
 
     # --- what the patch decides ---
     def speculating(self, batch: int) -> bool:
@@ -750,11 +840,20 @@ class Engine(threading.Thread):
         drafts = 0
         if l.algorithm:  # a chain accepts at most num_steps drafts (trees too); NGRAM up to its draft tokens
             drafts = min(l.num_steps, l.num_draft_tokens - 1) if l.num_steps else l.num_draft_tokens - 1
+        ad = self.adaptive if spec else None
+        dipping = False
+        if ad is not None:
+            slot = ad.route(n)
+            self.switch(slot.steps)  # activate_step_by_batch
+            drafts = slot.steps
+            dipping = l.pin_requested and not ad.frozen
+        accepted = []
         for r in batch:
             k = 1
-            if spec and not l.collapsed:
+            if spec and not l.collapsed and not dipping:
                 while k - 1 < drafts and self.rng.random() < l.ctl.accept_prob:
                     k += 1
+            accepted.append(k - 1)
             k = min(k, r.max_new - r.generated)
             r.generated += k
             if l.algorithm:
@@ -773,9 +872,23 @@ class Engine(threading.Thread):
                 l.count("generation", k)
             with r.cond:
                 r.cond.notify_all()
+        if ad is not None and not ad.frozen:
+            if slot.update(accepted):  # on_verify_complete
+                self.switch(slot.steps)
+            if dipping and slot.steps == slot.candidates[0]:
+                ad.frozen = True
+                l.note_replay("pinned")
         self.forward_ct_decode += 1
         if self.forward_ct_decode % l.decode_log_interval == 0:
             self.log_decode(n)
+
+    def switch(self, steps: int) -> None:
+        """apply_runtime_state: the worker runs another tier's draft steps."""
+        ad = self.adaptive
+        if steps != ad.active:
+            self.l.log.line("Switch adaptive runtime state: steps %d -> %d, draft_tokens %d -> %d"
+                            % (ad.active, steps, ad.active + 1, steps + 1), self.l.tag(0, self.dp_rank))
+            ad.active = steps
 
     def log_decode(self, n: int) -> None:
         l, f = self.l, self.l.fam
@@ -792,12 +905,13 @@ class Engine(threading.Thread):
         accept_len = accept_rate = 0.0
         if l.algorithm and self.interval_fct:
             accept_len = self.interval_accepted / self.interval_fct
+            steps, ndt = (self.adaptive.active, self.adaptive.active + 1) if self.adaptive else (l.num_steps, l.num_draft_tokens)
             if f.accept_rate == "steps":
-                accept_rate = self.interval_accepted / (self.interval_fct * (l.num_steps + 1))
+                accept_rate = self.interval_accepted / (self.interval_fct * (steps + 1))
             elif f.accept_rate == "draft-tokens":
-                accept_rate = self.interval_accepted / (self.interval_fct * l.num_draft_tokens)
+                accept_rate = self.interval_accepted / (self.interval_fct * ndt)
             else:
-                denom = self.interval_fct * max(l.num_draft_tokens - 1, 1)
+                denom = self.interval_fct * max(ndt - 1, 1)
                 accept_rate = self.interval_drafts_ok / denom
             self.total_accepted += self.interval_accepted
             self.total_fct += self.interval_fct
@@ -1146,6 +1260,8 @@ class Launcher:
         self.counters = {"prompt": 0, "generation": 0, "requests": 0, "verify": 0}
         self.counter_lock = threading.Lock()
         self.collapsed = False
+        self.pin_requested = False
+        self.adaptive = False  # --speculative-adaptive given, supported and not disabled
         self.replay_started = False
         self.replay_armed = False
         self.next_engine = 0
@@ -1172,11 +1288,11 @@ class Launcher:
         t0 = time.time()
         for name, at in sorted(self.ctl.replay_at.items(), key=lambda kv: kv[1]):
             time.sleep(max(0.0, t0 + at - time.time()))
-            if self.env.get("STANDIN_REPLAY_LOG"):
-                with open(self.env["STANDIN_REPLAY_LOG"], "a") as f:
-                    f.write("%.3f %s\n" % (time.time(), name))
+            self.note_replay(name)
             if name == "collapse":
                 self.collapsed = True
+            elif name == "pin":
+                self.pin_requested = True
             elif name == "reset":
                 with self.counter_lock:
                     for k in self.counters:
@@ -1191,6 +1307,11 @@ class Launcher:
                 with open("/proc/self/cmdline", "rb") as f:  # the same command line, byte for byte
                     argv = [x.decode() for x in f.read().split(b"\0")[:-1]]
                 os.execve(sys.executable, argv, env)
+
+    def note_replay(self, name: str) -> None:
+        if self.env.get("STANDIN_REPLAY_LOG"):
+            with open(self.env["STANDIN_REPLAY_LOG"], "a") as f:
+                f.write("%.3f %s\n" % (time.time(), name))
 
     def each(self, msg: str, split: float = 0.0) -> None:
         for r in self.local_ranks:
@@ -1386,6 +1507,16 @@ class Launcher:
             if self.worker and self.worker[1] and self.ctl.patched_class \
                     and self.ctl.patched_class in t.mro(v, self.worker[1]):
                 self.marker_threshold = a[FEATURE_DEST]
+            if a["speculative_adaptive"] and t.at_least(v, "0.5.11"):  # adaptive_unsupported_reason's first checks
+                reason = None
+                if self.algorithm not in ("EAGLE", "EAGLE3"):
+                    reason = "speculative_algorithm=%s (only EAGLE/EAGLE3 are supported)" % self.algorithm
+                elif a["speculative_eagle_topk"] not in (None, 1):
+                    reason = "speculative_eagle_topk=%s (only topk=1 is supported)" % a["speculative_eagle_topk"]
+                if reason:
+                    say("speculative_adaptive disabled: %s. Falling back to static speculative params." % reason)
+                else:
+                    self.adaptive = True
         self.num_steps = int(a["speculative_num_steps"] or 0)
         self.num_draft_tokens = int(a["speculative_num_draft_tokens"] or 1)
         self.max_running_requests = int(a["max_running_requests"] or (48 if self.algorithm else 1024))
@@ -1577,6 +1708,10 @@ class Launcher:
             self.hook("draft")
         if self.marker_threshold is not None:
             self.each(MARKER.format(self.marker_threshold), self.ctl.split_marker)
+        if self.adaptive:  # each scheduler's worker builds its controller (logged on its TP rank 0)
+            self.controllers = {dp: Adaptive(lambda first: self.t.at_least(self.v, first), self.num_steps, SPEC_CAPTURE_BS,
+                                             lambda m, dp=dp: self.log.line(m, self.tag(0, dp)) if 0 in self.local_ranks else None)
+                                for dp in range(self.dp)}
         if capture:
             self.draft_capture()
 
@@ -1609,6 +1744,8 @@ class Launcher:
     def serve(self) -> None:
         a = self.args
         self.engines = [Engine(self, r) for r in range(self.dp)]
+        for e in self.engines:
+            e.adaptive = getattr(self, "controllers", {}).get(e.dp_rank)
         self.engine = self.engines[0]
         for phase in ("ready", "serving"):
             if phase in (self.ctl.crash_at, self.ctl.oom_at):
@@ -1782,7 +1919,8 @@ class Launcher:
             gauge("spec_accept_rate", "The average acceptance rate of speculative decoding (`accepted tokens / total "
                   "draft tokens` in batch).", stat("accept_rate"))
         if self.fam.spec_step_metrics:
-            gauge("spec_num_steps", "The number of speculative steps currently active.", self.num_steps)
+            gauge("spec_num_steps", "The number of speculative steps currently active.",
+                  lambda e: e.adaptive.active if e.adaptive else self.num_steps)
             gauge("spec_num_draft_tokens", "The number of draft tokens currently active.", self.num_draft_tokens)
         c = dict(self.counters)
         counter("prompt_tokens", "Number of prefill tokens processed.", c["prompt"])

@@ -505,3 +505,60 @@ def test_full_texts_extend_the_tables_texts():
             assert full.startswith(row.text), wid
         else:
             assert re.search(row.pattern, full.format(reason="overlap schedule is disabled")), wid
+
+
+# --- sglang's adaptive speculation (--speculative-adaptive) -------------------------------------------
+ADAPTIVE_LINE = re.compile(r"^\[[\d\- :]+\] ((?:AdaptiveSpeculativeParams initialized|Adaptive spec params updated|"
+                           r"Switch adaptive runtime state).*)$", re.M)
+
+
+def _wheel_templates(version: str) -> list:
+    """The adaptive f-strings of the wheel, each field as {} (adaptive_spec_params.py, eagle_worker_v2.py)."""
+    import ast
+
+    from tests.support import wheels
+    from tests.tools.mine_downgrades import template_regex
+
+    out = []
+    for rel in ("sglang/srt/speculative/adaptive_spec_params.py", "sglang/srt/speculative/eagle_worker_v2.py"):
+        tree = ast.parse((wheels.unpacked(version) / rel).read_bytes())
+        for n in ast.walk(tree):
+            if isinstance(n, ast.JoinedStr):
+                text = "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in n.values)
+                if "adaptive" in text.lower() or text.startswith("steps"):
+                    out.append(template_regex(text))
+    return out
+
+
+@pytest.mark.wheels
+def test_adaptive_controller_lines_are_the_wheels_and_follow_its_rule(launch):
+    """Every draft accepted (STANDIN_ACCEPT_PROB=1): sglang's controller steps up from 3 through 5 to 7,
+    the highest of tier 1 ([1, 3, 5, 7] in 0.5.23's DEFAULT_ADAPTIVE_CONFIG), each move an "updated"
+    line then a "switch" line, in the wheel's own wording; /metrics shows the active steps."""
+    s = launch(SPEC + TOPK1 + ["--speculative-adaptive", "--enable-metrics", "--decode-log-interval", "4"],
+               {"STANDIN_SGLANG_VERSION": "0.5.23", "STANDIN_ACCEPT_PROB": "1"})
+    s.wait_for(READY)
+    _burst(s, 2, 400)
+    lines = ADAPTIVE_LINE.findall(s.text)
+    assert lines[0] == "AdaptiveSpeculativeParams initialized: steps=3, candidate_steps=[1, 3, 5, 7]"
+    assert [ln for ln in lines if ln.startswith("Switch")] == [
+        "Switch adaptive runtime state: steps 3 -> 5, draft_tokens 4 -> 6",
+        "Switch adaptive runtime state: steps 5 -> 7, draft_tokens 6 -> 8"]
+    assert [re.sub(r" \(ema.*", "", ln) for ln in lines if ln.startswith("Adaptive spec")] == [
+        "Adaptive spec params updated: steps 3 -> 5", "Adaptive spec params updated: steps 5 -> 7"]
+    # the whole message, as the wheel's f-strings write it (the init line is two f-strings joined: steps=..., ...)
+    templates = _wheel_templates("0.5.23")
+    for ln in lines[1:]:
+        assert any(t.fullmatch(ln) for t in templates), ln
+    status, body = s.get("/metrics")
+    assert status == 200 and re.search(rb"^sglang:spec_num_steps\{[^}]*\} 7\.0$", body, re.M)
+
+
+def test_adaptive_unsupported_falls_back_with_sglangs_line(launch):
+    s = launch(["--model-path", "/models/llama", "--speculative-algorithm", "NGRAM", "--speculative-adaptive"],
+               {"STANDIN_SGLANG_VERSION": "0.5.23"})
+    s.wait_for(READY)
+    # 0.5.23 adaptive_spec_params.py adaptive_unsupported_reason, logged by speculative_hook.py
+    assert ("speculative_adaptive disabled: speculative_algorithm=NGRAM (only EAGLE/EAGLE3 are supported). "
+            "Falling back to static speculative params.") in s.text
+    assert "AdaptiveSpeculativeParams initialized" not in s.text
