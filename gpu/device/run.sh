@@ -2,6 +2,7 @@
 # The H200 run (issue 17): on the GPU machine, from the repo root, with the wheelhouse carried in .gpu/:
 #     bash gpu/device/run.sh [STAGE...]        (default: every stage, in this order)
 # Stages: install model patch jit raw preflight launch prove gate throughput stop noprobe dead
+#         (and, not by default: starve adaptive pinned: `bash gpu/device/run.sh install model patch starve jit adaptive pinned`)
 # Prints where it got to ([  12.3s] stage ...); everything it gathers goes to $OUT/artifacts.tgz.
 set -u -o pipefail
 export PYTHONUNBUFFERED=1
@@ -91,6 +92,32 @@ stage_dead() {  # spec v2 off on 0.5.12.post1: EAGLEWorker (V1) runs, the patch 
     2>&1 | tee "$A/launch-dead.txt"
   grep -c -a "Load weight end" "$W/logs/tiny-dead.log" | sed 's/^/weights loaded lines in the dead log: /'
   gone
+}
+
+# Issue 20 on the real server: sglang's adaptive speculation under `dynspec guard`, healthy, then with its
+# controller starved (starve_adaptive.py: the verify path no longer feeds it; gated on an env variable).
+ADAPTIVE=gpu/device/tiny-eagle3-adaptive.toml
+stage_starve() { "$PY" gpu/device/starve_adaptive.py /tmp/site; }
+guarded() {  # guarded NAME: prove, a warm-up, then 30 s of load at concurrency 2 under guard (5 s windows)
+  local name=$1
+  "$PY" gpu/device/throughput.py $PORT --concurrency 1 --duration 5 > /dev/null  # the controller settles
+  timed "prove_$name" dynspec prove "$name" --steps 1,5,6,10 --duration 8 --max-new-tokens 128 \
+    --report "$A/prove-$name" 2>&1 | tail -25 | tee "$A/prove-$name.txt"
+  timed "guard_$name" dynspec guard "$name" --window 5 --report "$A/guard-$name.json" -- \
+    "$PY" gpu/device/throughput.py $PORT --concurrency 2 --duration 30 > "$A/guard-$name.out" 2> "$A/guard-$name.err"
+  tail -30 "$A/guard-$name.err"; cat "$A/guard-$name.out"
+  http /metrics | grep -E "^sglang:spec_(accept_length|num_steps)" | tee "$A/metrics-$name.txt"
+  grep -a -E "Adaptive|adaptive" "$W/logs/$name.log" | tail -12
+  timed "stop_$name" dynspec stop "$name" 2>&1 | tail -3; gone
+}
+stage_adaptive() {
+  timed launch_adaptive dynspec launch "$ADAPTIVE" 2>&1 | tail -15 | tee "$A/launch-adaptive.txt"
+  guarded tiny-adaptive
+}
+stage_pinned() {
+  timed launch_pinned dynspec launch "$ADAPTIVE" --name tiny-pinned --env DYNSPEC_GPU_STARVE_ADAPTIVE=1 2>&1 | tail -15 \
+    | tee "$A/launch-pinned.txt"
+  guarded tiny-pinned
 }
 
 STAGES=${*:-install model patch jit raw preflight launch prove gate throughput stop noprobe dead}
