@@ -80,7 +80,7 @@ def document(g: Guarded, *, name: str, receipt_path: str, gate: str, feature: st
         "ranks": [r or None for r in ranks], "metrics_available": g.metrics_available, "interrupted": g.interrupted,
         "benchmark": {"argv": c.argv, "exit_code": c.exit_code, "started_at": c.started, "ended_at": c.ended,
                       "seconds": round((c.ended or c.started) - c.started, 3)},
-        "reasons": [r.to_json() for r in g.reasons], "notes": g.notes, "provenance": provenance,
+        "reasons": [r.to_json() for r in g.reasons], "notes": g.notes, "provenance": provenance, "adaptive": g.adaptive,
         "windows": [w.to_json() for w in g.windows],
     }
 

@@ -196,6 +196,7 @@ class Guarded:
     notes: list[str] = field(default_factory=list)
     interrupted: bool = False
     metrics_available: Optional[bool] = None
+    adaptive: Optional[dict[str, Any]] = None  # the adaptive tiers judged against (guard/adaptive.py), when the server runs them
 
 
 class Guard:
@@ -218,6 +219,8 @@ class Guard:
         if self.feature.engine == "sglang":
             self.tracker, notes = adaptive.setup(t, self.receipt, classifier(self.feature), offset)
             out.notes += notes
+            if self.tracker is not None and self.tracker.config is not None:
+                out.adaptive = self.tracker.config.to_json()
         tap = LogTap(t, self.feature, offset, self.tracker) if t.log else None
         scraper = Scraper(t, max(0.5, min(self.window / 2, 5.0)), self.serving.metrics_prefix)
         threads = [threading.Thread(target=x.run, name=type(x).__name__, daemon=True) for x in (tap, scraper) if x]

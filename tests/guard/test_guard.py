@@ -197,6 +197,7 @@ def test_healthy_adaptive_run_passes_with_its_tier_named(servers, bench, tmp_pat
     assert judged and all(a["tier"] == 1 and a["candidates"] == [1, 3, 5, 7] for a in judged), (judged, doc["notes"])
     assert all(a["steps"] in (1, 3, 5, 7) for a in judged)
     assert not any(w["state"] == "pinned" for w in doc["windows"])
+    assert doc["adaptive"]["tiers"] == {"1": [1, 3, 5, 7], "8": [0, 1, 3], "32": [0, 1], "64": [0]}
 
 
 def test_adaptive_tier_pinned_mid_run_is_caught(servers, bench, tmp_path):

@@ -95,21 +95,33 @@ def cleanup(name: str) -> None:
         rec = record(name)
     except (OSError, ValueError):
         return
-    groups = {rec["pgid"]} | set(token_groups(rec.get("token")))
-    for pgid in groups:
-        if group_alive(pgid):
+    if group_alive(rec["pgid"]):
+        kill_group(rec["pgid"], rec.get("pid"))
+    for pid, pgid in token_processes(rec.get("token")):
+        kill_group(pgid, pid)
+
+
+def kill_group(pgid: int, pid: int | None) -> None:
+    """SIGKILL a run's process group, never the test's own: a process caught before it left dynspec's
+    group (dynspec runs in the test's, as from a shell) is killed alone."""
+    try:
+        if pgid > 1 and pgid != os.getpgrp():
             os.killpg(pgid, signal.SIGKILL)
+        elif pid:
+            os.kill(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
-def token_groups(token) -> list[int]:
-    """Process groups of processes carrying a launch token (a record still "starting")."""
+def token_processes(token) -> list[tuple[int, int]]:
+    """(pid, process group) of each process carrying a launch token (a record still "starting")."""
     if not token:
         return []
     out = []
     for p in Path("/proc").iterdir():
         try:
             if p.name.isdigit() and f"DYNSPEC_RUN_ID={token}".encode() in (p / "environ").read_bytes().split(b"\0"):
-                out.append(os.getpgid(int(p.name)))
+                out.append((int(p.name), os.getpgid(int(p.name))))
         except (OSError, ProcessLookupError):
             continue
     return out

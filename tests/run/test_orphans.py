@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.run.helpers import DYNSPEC, dynspec, free_port, paused_at, write_profile
+from tests.run.helpers import DYNSPEC, dynspec, free_port, kill_group, paused_at, write_profile
 from tests.support.home import runs_dir
 from tests.support.procs import pids_with
 
@@ -98,7 +98,7 @@ def _wait_port(port: int) -> bool:
 def _sweep(name: str) -> None:
     for pid in processes_with(name):
         try:
-            os.killpg(os.getpgid(pid), signal.SIGKILL)
+            kill_group(os.getpgid(pid), pid)  # its group, unless that is still the test's own
         except (ProcessLookupError, PermissionError):
             pass
 
