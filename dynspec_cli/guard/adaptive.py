@@ -20,8 +20,10 @@ A window whose batches all run in a tier whose only choice is 0 steps (batch 64 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Optional
+
+import msgspec
 
 from dynspec_cli.evidence.argv import flag_values
 from dynspec_cli.knowledge.features import Controller, Feature, load_feature
@@ -63,7 +65,6 @@ class RankSteps:
 
     steps: Optional[int] = None
     moves: int = 0  # controller lines (updated, switched) in the window
-    lines: list[str] = field(default_factory=list)
 
 
 class Tracker:
@@ -74,7 +75,7 @@ class Tracker:
         self.ranks: dict[str, RankSteps] = {}
         self.first_tier: Optional[list[int]] = None  # the candidates the init line showed (the first tier's)
 
-    def feed(self, label: str, line_id: str, data: dict[str, Any], text: str = "", counted: bool = True) -> None:
+    def feed(self, label: str, line_id: str, data: dict[str, Any], counted: bool = True) -> None:
         r = self.ranks.setdefault(label, RankSteps())
         if line_id == "adaptive-init":
             r.steps = _int(data.get("steps"))
@@ -85,14 +86,12 @@ class Tracker:
             r.steps = new
         if counted:
             r.moves += 1
-            if len(r.lines) < 3:
-                r.lines.append(text[:200])
 
     def cut(self) -> dict[str, RankSteps]:
         """This window's view per rank (steps now, controller lines seen); the counts start again."""
-        out = {k: RankSteps(v.steps, v.moves, list(v.lines)) for k, v in self.ranks.items()}
+        out = {k: RankSteps(v.steps, v.moves) for k, v in self.ranks.items()}
         for v in self.ranks.values():
-            v.moves, v.lines = 0, []
+            v.moves = 0
         return out
 
 
@@ -114,7 +113,7 @@ def config_of(feature: Feature, knowledge, version: Optional[str], argv: list[st
         up = {int(k): float(v.get("up_hysteresis", doc.get("up_hysteresis", rule.up_hysteresis)))
               for k, v in doc.items() if k.isdigit() and isinstance(v, dict)}
         warm, every = doc.get("warmup_batches", rule.warmup_batches), doc.get("update_interval", rule.update_interval)
-        r = Controller(int(warm), int(every), rule.rise_offset, rule.up_hysteresis, rule.capture, rule.decode_log_interval)
+        r = msgspec.structs.replace(rule, warmup_batches=int(warm), update_interval=int(every))
         return Config(tiers, up, r, f"--speculative-adaptive-config {path}", capture_of(rule, argv), interval_of(r, argv)), None
     tiers = default_tiers(knowledge, feature, version, first_tier)
     if not tiers:

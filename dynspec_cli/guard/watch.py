@@ -71,7 +71,7 @@ class LogTap:
         elif obs.kind == "landmark" and obs.id in adaptive.LINES:
             if self.tracker is not None:
                 with self.lock:
-                    self.tracker.feed(adaptive.label_of(obs), obs.id, obs.data, line.text)
+                    self.tracker.feed(adaptive.label_of(obs), obs.id, obs.data)
         elif obs.kind == "landmark" and obs.id in self.serving.startup or obs.kind == "launch":
             self._event("restarted", "the log shows a new start-up of the server (its server_args dump) while "
                                      "the benchmark ran", line.text)

@@ -116,8 +116,8 @@ def test_controller_lines_before_the_benchmark_prime_each_rank():
     assert t.first_tier == [1, 3, 5, 7]
     got = t.cut()
     assert (got["DP0"].steps, got["DP1"].steps) == (3, 5) and got["DP1"].moves == 0  # before the benchmark: no moves
-    t.feed("DP1", "adaptive-update", {"old": "5", "new": "3"}, "Adaptive spec params updated: steps 5 -> 3")
-    t.feed("DP1", "adaptive-switch", {"old": "5", "new": "3"}, "Switch adaptive runtime state: steps 5 -> 3")
+    t.feed("DP1", "adaptive-update", {"old": "5", "new": "3"})  # Adaptive spec params updated: steps 5 -> 3
+    t.feed("DP1", "adaptive-switch", {"old": "5", "new": "3"})  # Switch adaptive runtime state: steps 5 -> 3
     got = t.cut()
     assert got["DP1"].steps == 3 and got["DP1"].moves == 2 and t.cut()["DP1"].moves == 0
 

@@ -62,7 +62,7 @@ def replay(name: str):
                 last_running[0] = d.running
                 self.decode.append(d)
             elif obs.kind == "landmark" and obs.id in A.LINES:
-                tracker.feed("", obs.id, obs.data, obs.line.text)
+                tracker.feed("", obs.id, obs.data)
 
     last_running = [None]
     by_window: dict[int, list[bytes]] = {}
