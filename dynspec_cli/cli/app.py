@@ -47,6 +47,17 @@ app = typer.Typer(
 )
 
 
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", "-V", help="Print the version, the python and where the tables come from."),
+) -> None:
+    if version:  # cli/main.py answers `dynspec --version` alone before typer loads; this is `dynspec --version CMD`
+        from dynspec_cli.cli.main import version as text
+
+        typer.echo(text())
+        raise typer.Exit(0)
+
+
 def _fail(msg: str) -> "typer.Exit":
     return typer.Exit(report(msg))
 

@@ -127,9 +127,24 @@ def unknown_option(fast: Fast, args: Sequence[str]) -> Optional[str]:
     return None
 
 
+def version() -> str:
+    """`dynspec --version`: the release, the interpreter, and where the tables were found (an
+    install that lost its tables says so here, not in the middle of a launch)."""
+    from dynspec_cli import __version__, resources
+
+    try:
+        where = resources.origin()
+    except FileNotFoundError as e:
+        where = f"TABLES MISSING: {e}"
+    return f"dynspec {__version__} (python {sys.version.split()[0]}, {sys.executable}; {where})"
+
+
 def main() -> None:
     try:
         args = sys.argv[1:]
+        if args in (["--version"], ["-V"]):
+            sys.stdout.write(version() + "\n")
+            sys.exit(0)
         fast = FAST.get(args[0]) if args else None
         if fast and (bad := unknown_option(fast, args[1:])):
             sys.stderr.write(f"dynspec: error: {bad} (see: dynspec {args[0]} --help)\n")
@@ -144,9 +159,14 @@ def main() -> None:
         sys.stderr.write("dynspec: interrupted\n")
         sys.exit(130)
     except Exception as e:  # a bug: one line unless asked for the traceback
+        fate = getattr(e, "dynspec_run_fate", None)  # place/sequence.py: what became of the run it watched
         if os.environ.get("DYNSPEC_DEBUG"):
+            if fate:
+                sys.stderr.write(f"dynspec: {fate}\n")
             raise
         sys.stderr.write(f"dynspec: internal error: {type(e).__name__}: {e} (set DYNSPEC_DEBUG=1 for the traceback)\n")
+        if fate:
+            sys.stderr.write(f"dynspec: {fate}\n")
         sys.exit(70)
     sys.exit(code)
 

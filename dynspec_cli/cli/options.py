@@ -2,6 +2,7 @@
 `prove` agree, and no command module imports another)."""
 from __future__ import annotations
 
+import sys
 from typing import Annotated, Optional
 
 import typer
@@ -40,5 +41,8 @@ class errors:
         from dynspec_cli.cli.errors import known_errors, report
 
         if issubclass(et, known_errors()):
-            raise typer.Exit(report(str(e)))
+            code = report(str(e))
+            if fate := getattr(e, "dynspec_run_fate", None):  # place/sequence.py: the run it was watching
+                sys.stderr.write(f"dynspec: {fate}\n")
+            raise typer.Exit(code)
         return False

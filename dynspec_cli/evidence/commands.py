@@ -40,7 +40,7 @@ def flags_of(engine: str = "sglang") -> Flags:
 
 
 def _build_flags(path: Path) -> Flags:
-    import tomllib
+    from dynspec_cli.resources import tomllib
 
     d = tomllib.loads(path.read_text())
     by_name = {}

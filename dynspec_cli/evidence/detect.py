@@ -23,7 +23,7 @@ def _rules() -> tuple[list[str], int, list[str], frozenset]:
     paths = [d / "vllm" / "detect.toml", d / "sglang" / "detect.toml", Path(__file__)]
 
     def build():
-        import tomllib
+        from dynspec_cli.resources import tomllib
 
         v, sg = (tomllib.loads(p.read_text()) for p in paths[:2])
         return list(v["strong"]), int(v["prefixed"]), list(sg["strong"]), frozenset(sg["files"])

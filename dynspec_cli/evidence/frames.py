@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import functools
 import re
-from pathlib import Path
 from typing import Optional
 
 import msgspec
 
-CONFIG = Path(__file__).resolve().parents[2] / "configs" / "sglang" / "frames.toml"
 
 
 class FrameRules(msgspec.Struct, frozen=True):  # msgspec Structs, not dataclasses: a dataclass costs `verify` ~0.7 ms of start-up to build
@@ -22,9 +20,9 @@ class FrameRules(msgspec.Struct, frozen=True):  # msgspec Structs, not dataclass
 
 @functools.lru_cache(maxsize=None)
 def rules() -> FrameRules:
-    import tomllib
+    from dynspec_cli.resources import configs, tomllib
 
-    d = tomllib.loads(CONFIG.read_text())
+    d = tomllib.loads((configs() / "sglang" / "frames.toml").read_text(encoding="utf-8"))
     startup = tuple((re.compile(r["path"]), frozenset(r["functions"])) for r in d.get("startup", []))
     loops = tuple((re.compile(r["path"]) if r.get("path") else None, frozenset(r.get("functions", [])),
                    r.get("line"), bool(r["overlap"])) for r in d.get("loop", []))

@@ -16,15 +16,11 @@ import json
 from pathlib import Path
 from typing import Mapping, Optional
 
-HERE = Path(__file__).resolve().parent
-
-
 def script(name: str) -> Path:
     """The file or folder `name` of dynspec_cli/inject (e.g. "inspector", "probe", "loadgen.py")."""
-    path = HERE / name
-    if not path.exists():
-        raise FileNotFoundError(f"dynspec_cli/inject has no {name}")
-    return path
+    from dynspec_cli import resources
+
+    return resources.inject(name)
 
 
 @functools.lru_cache(maxsize=None)

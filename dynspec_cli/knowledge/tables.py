@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import functools
 import re
-import sys
 from pathlib import Path
 from typing import Any, Literal, Union
 
 import msgspec
+
+from dynspec_cli import resources
+from dynspec_cli.resources import tomllib
 
 
 
@@ -17,11 +19,11 @@ class ConfigError(Exception):
 
 
 def configs_dir() -> Path:
-    here = Path(__file__).resolve().parent.parent
-    for candidate in (here / "configs", here.parent / "configs"):  # wheel, then source tree
-        if (candidate / "sglang").is_dir():
-            return candidate
-    raise ConfigError(f"dynspec's configs/ folder was not found next to {here}")
+    """dynspec's tables, wherever this install keeps them (dynspec_cli/resources.py)."""
+    try:
+        return resources.configs()
+    except FileNotFoundError as e:
+        raise ConfigError(str(e)) from None
 
 
 # A regex of the tables, compiled the first time a line needs it and kept: a run meets few of the
@@ -31,11 +33,6 @@ regex = functools.lru_cache(maxsize=None)(re.compile)
 
 def load_toml(path: Path, into: type, where: str | None = None) -> Any:
     """Parse `path` and convert it to `into`, raising ConfigError with file and key on failure."""
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover
-        import tomli as tomllib
-
     label = where or str(path)
     try:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))

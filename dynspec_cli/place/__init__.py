@@ -19,11 +19,12 @@ options into a `Request` and renders what the placement's screen and render hand
 from __future__ import annotations
 
 import importlib
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, Optional
+
+from dynspec_cli.resources import tomllib
 
 # name -> module. Asked in this order by `find` and `of_profile`; "host" is the fallback.
 KINDS = {"slurm": "dynspec_cli.place.slurm", "group": "dynspec_cli.place.group", "host": "dynspec_cli.place.host"}

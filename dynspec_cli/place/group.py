@@ -100,8 +100,15 @@ class GroupPlacement:
     def stop(self, rec: Started) -> list:
         return G.nodes_left(rec.nodes)  # (node, why) for each node not confirmed gone
 
-    def abandon(self, rec) -> None:
-        pass
+    def hint(self, verb: str, rec: Started) -> str:
+        from dynspec_cli.run import hints
+
+        return hints.group_command(verb, self.name, node0=rec.nodes[0].host, hosts=[n.host for n in rec.nodes])
+
+    def mark(self, rec: Started, why: str) -> None:
+        for n in rec.nodes:
+            n.rec.unwatched = why
+            records.save(n.host, n.rec)
 
     # what the commands show (report/group.py)
     def screen(self, out, json_out: bool):

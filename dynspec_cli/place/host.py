@@ -65,8 +65,14 @@ class HostPlacement:
     def stop(self, rec: RunRecord) -> Optional[str]:
         return None if control.stop(self.host, rec) else "its processes survived SIGKILL"
 
-    def abandon(self, rec) -> None:
-        pass
+    def hint(self, verb: str, rec: RunRecord) -> str:
+        from dynspec_cli.run.hints import command
+
+        return command(verb, rec.name, host=self.host)
+
+    def mark(self, rec: RunRecord, why: str) -> None:
+        rec.unwatched = why
+        records.save(self.host, rec)
 
     # what prove needs of the run
     def prove_target(self, rec: RunRecord):

@@ -50,7 +50,8 @@ class Placement(Protocol):
     def unresolved(self, rec: Any) -> Optional[str]: ...  # why it cannot be stopped now (a start cut short)
     def release(self, rec: Any) -> None: ...  # dynspec stops answering for the run: it stays as it is
     def stop(self, rec: Any) -> Any: ...  # stop it and confirm: falsy once gone, else what may be left
-    def abandon(self, rec: Any) -> None: ...  # an error while the run was ours: it does not stay unwatched
+    def hint(self, verb: str, rec: Any) -> str: ...  # the dynspec command that does `verb` (stop, watch, status) to the run
+    def mark(self, rec: Any, why: str) -> None: ...  # note in the run's record that dynspec stopped watching it, and why
 
 
 class Screen(Protocol):
@@ -79,10 +80,8 @@ def launch(p: Placement, opts: LaunchOptions, screen: Screen) -> Launched:
             return Launched("started", preflight=pre, record=rec, name=p.name)
     except KeyboardInterrupt:
         return interrupted(p, detach=opts.detach, since=since, pre=pre)
-    except BaseException:
-        if rec is not None:
-            p.abandon(rec)
-        raise
+    except Exception as e:
+        raise unwatched(p, e, keep=opts.keep, detach=opts.detach, since=since, rec=rec)
     return watch(p, rec, timeout=opts.timeout or p.ready_timeout, keep=opts.keep, detach=opts.detach,
                  on_update=screen.update, pre=pre)
 
@@ -95,9 +94,8 @@ def watch(p: Placement, rec: Any, *, timeout: Optional[float], keep: bool, detac
         o = p.watch(rec, timeout=timeout, keep=keep, on_update=on_update)
     except KeyboardInterrupt:
         return interrupted(p, detach=detach, rec=rec, pre=pre)
-    except BaseException:
-        p.abandon(rec)  # watching failed: nobody would watch the run, so it does not stay
-        raise
+    except Exception as e:
+        raise unwatched(p, e, keep=keep, detach=detach, rec=rec)
     p.release(rec)  # the watch stopped what it had to (dead, crashed); the rest stays on purpose
     return Launched("watched", preflight=pre, record=rec, outcome=o, stopped=bool(getattr(o, "stopped", False)),
                     name=p.name)
@@ -129,3 +127,43 @@ def interrupted(p: Placement, *, detach: bool, since: float = 0.0, rec: Any = No
     except (RunError, TransportError) as e:
         why = f"it could not be stopped: {e}"
     return Launched("interrupted", preflight=pre, record=rec, name=p.name, left=why)
+
+
+FATE = "dynspec_run_fate"  # the attribute of an exception that says what became of the run (cli/main.py prints it)
+
+
+def unwatched(p: Placement, error: Exception, *, keep: bool, detach: bool, since: float = 0.0,
+              rec: Any = None) -> Exception:
+    """Anything that goes wrong inside dynspec while it answers for a run it started (a bug in the
+    judge, a missing table, a lost host) ends as Ctrl-C does: the run is stopped and confirmed
+    gone, or, with --keep/--detach, left running with its record marked and the command that stops
+    it said. Nothing dynspec started runs on unwatched and unsaid. Returns `error`, carrying the
+    sentence (attribute FATE), for the caller to raise."""
+    from dynspec_cli.run.control import RunError
+    from dynspec_cli.transport import TransportError
+
+    why = f"dynspec stopped watching it: {type(error).__name__}: {error}"
+    name = p.name
+    try:
+        rec = rec or p.started(since)
+        if rec is None:
+            fate = f"run {name} was not started; no process of it runs"
+        elif (cut := p.unresolved(rec)):
+            fate = f"run {name} may still be running ({cut}); stop it with: {p.hint('stop', rec)}"
+        elif keep or detach:
+            p.mark(rec, why)
+            p.release(rec)
+            fate = (f"run {name} keeps running, unwatched (--{'keep' if keep else 'detach'}); "
+                    f"stop it with: {p.hint('stop', rec)}")
+        else:
+            left = p.stop(rec)
+            fate = (f"stopped {name}; no process of it remains" if not left else
+                    f"run {name} may still be running ({left}); stop it with: {p.hint('stop', rec)}")
+    except KeyboardInterrupt:
+        fate = f"run {name} may still be running (interrupted while it was being stopped)"
+        fate += f"; stop it with: {p.hint('stop', rec)}" if rec is not None else ""
+    except (RunError, TransportError, OSError) as e:
+        fate = f"run {name} may still be running (it could not be stopped: {e})"
+        fate += f"; stop it with: {p.hint('stop', rec)}" if rec is not None else ""
+    setattr(error, FATE, fate)
+    return error

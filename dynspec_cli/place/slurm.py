@@ -76,11 +76,14 @@ class SlurmPlacement:
         S.save(self.login, rec)
         return None if gone else STILL_LISTED
 
-    def abandon(self, rec) -> None:
-        if self.guard is not None:
-            self._end_guard(fire=True)
-            if rec.job_id:
-                S.cancel(self.login, rec.job_id)
+    def hint(self, verb: str, rec) -> str:
+        from dynspec_cli.run.hints import command
+
+        return command(verb, rec.name, host=self.login)
+
+    def mark(self, rec, why: str) -> None:
+        rec.unwatched = why
+        S.save(self.login, rec)
 
     def _end_guard(self, *, fire: bool) -> None:
         if self.guard is not None:

@@ -269,6 +269,8 @@ def render_status(out: "Console", rows: list[dict], host: str, json_out: bool) -
                   f"verdict {r['verdict'] or 'unknown'} port {r['port']} log {r['log']}")
         if r.get("note"):
             out.print(f"    [yellow]{_escape(r['note'])}[/]")
+        if r.get("unwatched") and r["alive"]:  # left running after an error in the launch that watched it
+            out.print(f"    [yellow]unwatched: {_escape(r['unwatched'])}[/]")
         for ln in r["last_lines"]:
             out.print(f"    [dim]{_escape(ln[:200])}[/]")
 

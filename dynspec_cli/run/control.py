@@ -277,7 +277,7 @@ def _row(rec: RunRecord, alive: bool, verdict: Optional[str], last_lines: list[s
          note: Optional[str] = None) -> dict:
     return {"name": rec.name, "host": rec.host, "pid": rec.pid, "alive": alive, "verdict": verdict,
             "port": rec.port, "log": rec.log, "started_at": rec.started_at, "stopped_at": rec.stopped_at,
-            "state": rec.state, "last_lines": last_lines, "note": note}
+            "state": rec.state, "last_lines": last_lines, "note": note, "unwatched": rec.unwatched}
 
 
 def record_status_per_call(host: Host, rec: RunRecord, feature_loader) -> dict:

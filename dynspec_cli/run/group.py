@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from typing import Any, Callable, Optional
 
 import msgspec
 
+from dynspec_cli.resources import tomllib
 from dynspec_cli.knowledge.findings import Finding, forced_verdict
 from dynspec_cli.knowledge.tables import ConfigError
 from dynspec_cli.run import control, ownership, records
@@ -34,11 +34,6 @@ from dynspec_cli.run.profiles import Profile
 from dynspec_cli.run.watch import Watched, follow_run
 from dynspec_cli.transport import Host, TransportError
 from dynspec_cli.verdict.codes import EXIT
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 GROUP_KEYS = ("hosts", "dist_init_port", "nodes")
 NODE_KEYS = ("env", "flags", "python", "workdir")

@@ -47,6 +47,7 @@ class RunRecord(msgspec.Struct):
     pid_file: Optional[str] = None  # written by the spawn itself before the server runs
     launcher: Optional[str] = None  # the dynspec process that wrote a "starting" record (see launcher_id)
     engine: str = "sglang"  # whose log and readiness (dynspec_cli/verdict/engines.py)
+    unwatched: Optional[str] = None  # why the launch that owned it stopped watching it, leaving it running (--keep/--detach)
 
 
 def expand(host: Host, path: str) -> str:

@@ -23,17 +23,13 @@ from __future__ import annotations
 
 import re
 import shlex
-import sys
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Optional
 
 from dynspec_cli.knowledge.findings import Finding, forced_verdict
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+from dynspec_cli.resources import tomllib
 
 SRUN = re.compile(r"(^|[\s;&|(`$])srun(\s|$)")
 HEREDOC = re.compile(r"(?<!<)<<(-?)\s*(\\?)(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\3")

@@ -37,17 +37,13 @@ from typing import Any, Callable, Optional
 import msgspec
 
 from dynspec_cli import inject
+from dynspec_cli.resources import tomllib
 from dynspec_cli.knowledge.tables import ConfigError
 from dynspec_cli.run import records
 from dynspec_cli.run.control import RunError
 from dynspec_cli.run.profiles import Profile, with_overrides
 from dynspec_cli.transport import Host, TransportError
 from dynspec_cli.verdict import engines
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 # Slurm's job states (squeue %T / scontrol JobState) that mean the job has ended
 ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL",
@@ -530,6 +526,7 @@ class SlurmRecord(msgspec.Struct):
     argv: list[str] = []
     slurm_conf: Optional[str] = None
     restarts: int = 0  # the job's restart count already reported (a requeue is named once)
+    unwatched: Optional[str] = None  # why the launch that owned it stopped watching it, leaving it queued or running
 
 
 def record_path(login: Host, name: str) -> str:

@@ -8,15 +8,14 @@ preflight's: reachable 0, dead 1, unknown 3."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any, Optional
 
+from dynspec_cli import inject
 from dynspec_cli.verdict import acceptance
 from dynspec_cli.knowledge.features import Feature
 from dynspec_cli.knowledge.findings import Finding, doc
 from dynspec_cli.knowledge.vllm import V2_ENV, VllmKnowledge, knowledge
 
-INSPECTOR = Path(__file__).resolve().parent.parent / "inject" / "vllm_inspector.py"
 EXIT = {"reachable": 0, "dead": 1, "unknown": 3}
 
 
@@ -90,7 +89,7 @@ def inspect(host, python: str, feature: Feature, env: dict[str, str], *, vllm_pa
         args.update(dynamic=True, serve_flags=list(flags or []))
         timeout = max(timeout, 180)
     proc_env = {kk: v for kk, v in env.items() if v is not None}
-    res = host.run_python(python, INSPECTOR.read_text(encoding="utf-8"), [json.dumps(args)], env=proc_env or None,
+    res = host.run_python(python, inject.program("vllm_inspector.py"), [json.dumps(args)], env=proc_env or None,
                           timeout=timeout)
     try:
         return json.loads(res.stdout)

@@ -2,7 +2,8 @@
 # The H200 run (issue 17): on the GPU machine, from the repo root, with the wheelhouse carried in .gpu/:
 #     bash gpu/device/run.sh [STAGE...]        (default: every stage, in this order)
 # Stages: install model patch jit raw preflight launch prove gate throughput stop noprobe dead
-#         (and, not by default: starve adaptive pinned: `bash gpu/device/run.sh install model patch starve jit adaptive pinned`)
+#         (and, not by default: starve adaptive pinned: `bash gpu/device/run.sh install model patch starve jit adaptive pinned`;
+#          crash cudagraph: `bash gpu/device/run.sh install model patch jit cudagraph crash`)
 # Prints where it got to ([  12.3s] stage ...); everything it gathers goes to $OUT/artifacts.tgz.
 set -u -o pipefail
 export PYTHONUNBUFFERED=1
@@ -118,6 +119,39 @@ stage_pinned() {
   timed launch_pinned dynspec launch "$ADAPTIVE" --name tiny-pinned --env DYNSPEC_GPU_STARVE_ADAPTIVE=1 2>&1 | tail -15 \
     | tee "$A/launch-pinned.txt"
   guarded tiny-pinned
+}
+
+# Issue 29 on the real server: a proven, serving server whose scheduler is SIGKILLed. sglang's launcher
+# logs "Subprocess scheduler_0 (pid=N) crashed with exit code -9" and SIGQUITs itself: verify must say crashed.
+# (A clean `dynspec stop` logs the same line with -15 after "SIGTERM received": a stop, see stage stop.)
+stage_crash() {
+  timed launch_crash dynspec launch "$PROFILE" --name tiny-crash 2>&1 | tail -12 | tee "$A/launch-crash.txt"
+  "$PY" gpu/device/throughput.py $PORT --concurrency 2 --duration 5 | tee "$A/throughput-crash.json"
+  local sched; sched=$(pgrep -f "sglang::scheduler" | head -1)
+  say "SIGKILL scheduler pid $sched"; kill -9 "$sched"; sleep 8
+  timed verify_crash dynspec verify "$W/logs/tiny-crash.log" 2>&1 | tail -20 | tee "$A/verify-crash.txt"
+  dynspec verify "$W/logs/tiny-crash.log" --json > "$A/verify-crash.json"
+  dynspec status tiny-crash 2>&1 | head -3 | tee "$A/status-crash.txt"
+  dynspec stop tiny-crash 2>&1 | tail -2; gone
+}
+
+# Issue 31 on the real server: decode in CUDA graphs or eager. --cuda-graph-max-bs 4 at concurrency 2 and 8
+# (above 4 running requests the captured graphs do not fit), then --disable-cuda-graph; /metrics after each load.
+cg_load() {  # cg_load NAME CONC
+  "$PY" gpu/device/throughput.py $PORT --concurrency "$2" --duration 15 --max-new-tokens 128 | tee "$A/throughput-$1-c$2.json"
+  http /metrics > "$A/metrics-$1-c$2.txt"; grep -E "^sglang:(cuda_graph_passes_total|is_cuda_graph)" "$A/metrics-$1-c$2.txt"
+}
+stage_cudagraph() {
+  timed launch_cg4 dynspec launch "$PROFILE" --name tiny-cg4 --set cuda-graph-max-bs=4 2>&1 | tail -8 | tee "$A/launch-cg4.txt"
+  http /server_info > "$A/server_info-cg4.json"
+  cg_load cg4 2; cg_load cg4 8
+  dynspec verify "$W/logs/tiny-cg4.log" --json > "$A/verify-cg4.json"
+  dynspec stop tiny-cg4 2>&1 | tail -1; gone
+  timed launch_eager dynspec launch "$PROFILE" --name tiny-eager --set disable-cuda-graph=true 2>&1 | tail -8 \
+    | tee "$A/launch-eager.txt"
+  cg_load eager 2; cg_load eager 8
+  dynspec verify "$W/logs/tiny-eager.log" --json > "$A/verify-eager.json"
+  dynspec stop tiny-eager 2>&1 | tail -1; gone
 }
 
 STAGES=${*:-install model patch jit raw preflight launch prove gate throughput stop noprobe dead}
