@@ -69,7 +69,7 @@ def forced_verdict(findings: list[Finding], context: str) -> str | None:
 
 
 def markdown_table() -> str:
-    """The findings table for README.md (kept equal to it by tests/cli)."""
+    """The findings table of docs/findings.md (report/findings_doc.py) and `dynspec explain --markdown`."""
     rows = ["| code | name | severity | what |", "|---|---|---|---|"]
     for code, d in registry().items():
         rows.append(f"| {code} | {d.name} | {d.severity} | {d.what.replace('|', '/')} |")

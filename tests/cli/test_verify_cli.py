@@ -245,12 +245,16 @@ def test_demo_shows_dead_then_live():
     assert docs[0]["worker"]["class"] == "EAGLEWorker" and docs[1]["worker"]["class"] == "EAGLEWorkerV2"
 
 
-def test_readme_findings_table_is_the_registry():
-    from dynspec_cli.knowledge.findings import markdown_table, registry
+def test_docs_findings_table_is_the_registry():
+    """docs/findings.md (generated: tests/docs/test_findings_doc.py) has one row per registered finding,
+    in code order, each with the registry's name, severity and what, and nothing else."""
+    from dynspec_cli.knowledge.findings import registry
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    table = readme.split("<!-- findings:start")[1].split("-->", 1)[1].split("<!-- findings:end -->")[0].strip()
-    assert table == markdown_table()
+    page = (Path(__file__).resolve().parents[2] / "docs" / "findings.md").read_text()
+    rows = [ln for ln in page.splitlines() if ln.startswith("| [DS")]
+    want = [f"| [{c}](#{c.lower()}-{d.name}) | {d.name} | {d.severity} | {d.what.replace('|', '/')} |"
+            for c, d in sorted(registry().items())]
+    assert rows == want
     assert len(registry()) >= 30 and all(c.startswith("DS") for c in registry())
 
 

@@ -1,4 +1,4 @@
-"""The README's minimal plugin, as a user copies it: its pyproject.toml and module built into a
+"""The minimal plugin of docs/plugins.md, as a user copies it: its pyproject.toml and module built into a
 wheel and installed by the real pip, its feature file passed to preflight; and the real sglang
 loading it (load_plugins() of the 0.5.23 release on CPU: the lines sglang logs, the hook applied)."""
 import json
@@ -12,13 +12,13 @@ import pytest
 
 from tests.support import plugins as P
 
-README = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+PAGE = (Path(__file__).resolve().parents[2] / "docs" / "plugins.md").read_text(encoding="utf-8")
 SPEC = ["--model-path", "/m", "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/d",
         "--speculative-num-steps", "3", "--speculative-num-draft-tokens", "4", "--speculative-eagle-topk", "1"]
 
 
 def block(name: str) -> str:
-    m = re.search(rf"<!-- plugin-example:{name} -->\n```\w+\n(.*?)```", README, re.S)
+    m = re.search(rf"<!-- plugin-example:{name} -->\n```\w+\n(.*?)```", PAGE, re.S)
     assert m, name
     return m.group(1)
 
