@@ -30,17 +30,25 @@ def running(k: Knowledge, version: str, worker: str, basis: str) -> Running:
     return Running(version, worker, k.draft_of(version, worker), basis)
 
 
-def judge(diff: dict, k: Knowledge, run: Optional[Running], *, plugin: bool = False) -> list[dict[str, Any]]:
+def judge(diff: dict, k: Knowledge, run: Optional[Running], *, plugin: bool = False,
+          hook: Optional[tuple[str, str]] = None) -> list[dict[str, Any]]:
     """One entry per scope of each hunk (a hunk spanning two functions gives two): file, class,
     function, lines, role, reach, reason, evidence. With a plugin feature, the files outside sglang
-    are the plugin's own: their code runs when the hook does, which the plugin findings judge."""
+    are the plugin's own: their code runs when the hooked method (`hook`: class, method) does; the
+    plugin findings (loading, allow-list, processes) decide the verdict."""
     out = []
     for f in diff.get("files") or []:
         path = f.get("diff_path") or ""
         if plugin and not f.get("installed_path"):
+            if hook:
+                reach, why, evidence = reach_of(k, run, *hook)
+                why = f"the plugin's own code, run by its hook on {hook[0]}.{hook[1]}: {why}"
+            else:
+                reach, why, evidence = UNKNOWN, "the plugin's own code: it runs when its hook runs (judged by the plugin findings)", ""
+            if not path.endswith(".py"):  # its dist-info: what load_plugins() reads, not code that runs
+                reach, why, evidence = UNKNOWN, "the plugin's metadata (entry points), read by load_plugins(): judged by the plugin findings", ""
             for h in f.get("hunks") or []:
-                out.append(_entry(path, h, None, "plugin", UNKNOWN, "the plugin's own code: it runs when its hook "
-                                  "runs (judged by the plugin findings)", h.get("header")))
+                out.append(_entry(path, h, None, "plugin", reach, why, evidence))
             continue
         for h in f.get("hunks") or []:
             scopes = h.get("scopes") or []
@@ -141,6 +149,13 @@ def summary(entries: list[dict]) -> Optional[str]:
     if all(e["reach"] == NOT_REACHABLE for e in b):
         return NOT_REACHABLE
     return UNKNOWN
+
+
+def only_flags(entries: list[dict], marker_hits: list[dict]) -> bool:
+    """The whole patch is in server_args.py (flags, argument handling, perhaps the announcement):
+    it runs at start-up and nothing of it acts while decoding."""
+    return (any(e["role"] == "flag" for e in entries) and all(e["role"] in ("flag", "comment") for e in entries)
+            and all(str(h.get("file", "")).endswith(FLAG_FILE) for h in marker_hits))
 
 
 def where(e: dict) -> str:

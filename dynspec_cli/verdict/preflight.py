@@ -205,12 +205,21 @@ def _judge(facts, feature, flags, env, patched, k, env_fix) -> dict[str, Any]:
             for c in absent:
                 findings.append(Finding("DS202", f"{c} does not exist in sglang {version}."))
             running_path = hunks.running(k, version, choice.cls, worker["basis"])
+            # the draft worker the running worker builds runs too: a patch (or a hook) on
+            # EagleDraftWorker.draft is on the path of EAGLEWorkerV2 and StandaloneWorkerV2
+            dmro = k.mro(version, running_path.draft) if running_path.draft else []
             if diff.get("given"):
-                hunk_entries = hunks.judge(diff, k, running_path, plugin=feature.plugin is not None)
+                hunk_entries = hunks.judge(diff, k, running_path, plugin=feature.plugin is not None,
+                                           hook=next(iter(hooked_methods.items()), None))
             if hunk_entries is not None and hunks.summary(hunk_entries) is not None:
                 # the diff's behaviour hunks decide, not the class that logs the marker
                 findings += hunk_findings(k, running_path, hunk_entries, facts, feature)
-            elif (classes or feature.plugin is None) and not any(c in mro for c in classes):
+            elif hunk_entries is not None and hunks.only_flags(hunk_entries, (facts.get("marker") or {}).get("hits") or []):
+                findings.append(Finding("DS228", f"every hunk of the patch is in server_args.py (flags, argument "
+                                                 f"handling{', the announcement' if patched_out else ''}): nothing in "
+                                                 f"{running_path.worker}" + (f" or {running_path.draft}" if running_path.draft else "")
+                                                 + " acts on the flag while decoding."))
+            elif (classes or feature.plugin is None) and not any(c in mro or c in dmro for c in classes):
                 steps, exceptions = workers.how_to_run(k, mask, [algo], classes, env_step=env_fix)
                 fix = []
                 if steps:
@@ -228,7 +237,8 @@ def _judge(facts, feature, flags, env, patched, k, env_fix) -> dict[str, Any]:
                     fix.append(f"Or port the patch to {choice.cls} ({choice.module}.py).")
                     findings.append(Finding("DS201", f"sglang {version} will run {choice.cls}, not {'/'.join(classes)}.", fix=" ".join(fix)))
             elif not feature.runs_in:  # (a runs_in class runs the feature from its own code)
-                findings += method_findings(k, version, choice.cls, classes, patched_out, feature, hooked_methods)
+                runner = running_path.draft if not any(c in mro for c in classes) else choice.cls
+                findings += method_findings(k, version, runner, classes, patched_out, feature, hooked_methods)
         findings += support.predict(k, feature, version, fv, algo, overlap)
         # Threshold reachability.
         th = _int(fv.get(feature.flag.name)) if feature.flag else None

@@ -87,7 +87,9 @@ def map_diff_path(path, pkg_dir):
         cand = os.path.join(pkg_dir, *parts[k + 1:])
         if os.path.exists(cand):
             return cand
-    for k in range(len(parts)):
+    # a path without the package's name (srt/x.py, a checkout's subfolder): a tail of two parts at
+    # least, so a plugin's own dsd_plugin/__init__.py is not taken for sglang/__init__.py
+    for k in range(len(parts) - 1):
         cand = os.path.join(pkg_dir, *parts[k:])
         if os.path.exists(cand):
             return cand
