@@ -64,7 +64,7 @@ def judge(diff: dict, k: Knowledge, run: Optional[Running], *, plugin: bool = Fa
                                                "its flags (judged as flags: DS101, DS109, DS110)", path)
                 else:
                     reach, reason, evidence = reach_of(k, run, sc.get("class"), method_of(sc))
-                out.append(_entry(path, h, sc, role, reach, reason, evidence))
+                out.append(_entry(path, h, sc, role, reach, reason, evidence, f.get("installed_path")))
     return out
 
 
@@ -131,9 +131,9 @@ def _workers(mro: list[str]) -> list[str]:
     return [c for c in mro if c not in ("ABC", "object")]
 
 
-def _entry(path, h, sc, role, reach, reason, evidence) -> dict[str, Any]:
+def _entry(path, h, sc, role, reach, reason, evidence, installed=None) -> dict[str, Any]:
     sc = sc or {}
-    return {"file": path, "header": h.get("header"), "applied": h.get("applied"), "class": sc.get("class"),
+    return {"file": path, "installed": installed, "header": h.get("header"), "applied": h.get("applied"), "class": sc.get("class"),
             "function": method_of(sc) if sc else None, "qualname": sc.get("qualname"), "lines": sc.get("lines"),
             "role": role, "marker": bool(sc.get("marker")), "reach": reach, "reason": reason, "evidence": evidence}
 

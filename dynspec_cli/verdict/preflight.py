@@ -391,10 +391,12 @@ def check_diff(facts: dict[str, Any], *, plugin: bool = False) -> None:
         f = missing[0]
         raise PatchError(f"--patch: {f['diff_path']}: no such file in {release}: the diff was made against another "
                          "sglang release or checkout")
-    if differs and len(differs) == len(hunks_) and len(hunks_) > 1:
+    applied = [h for _, h in hunks_ if h.get("applied") in ("exact", "offset")]
+    if differs and not applied and len(hunks_) > 1:  # not one hunk's text is here: another release's diff
         f, h = differs[0]
-        raise PatchError(f"--patch: none of its {len(hunks_)} hunks matches {release} (first: {h['header']} in "
-                         f"{f['diff_path']}{_mismatch(h)}): the diff was made against another sglang release")
+        raise PatchError(f"--patch: none of its {len(hunks_)} hunks matches {release} ({len(differs)} match neither "
+                         f"side, first {h['header']} in {f['diff_path']}{_mismatch(h)}): the diff was made against "
+                         "another sglang release or checkout")
     if differs:
         f, h = differs[0]
         raise PatchError(f"--patch: hunk {h['header']} does not apply to {f['installed_path']}{_mismatch(h)}: "
