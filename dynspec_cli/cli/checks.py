@@ -61,12 +61,19 @@ def read_diff(path: str) -> str:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise UsageError(f"{name}: not a text diff (byte {e.start} is not UTF-8); give the output of `git diff`") from None
+    binary = _BINARY.search(text)
+    if binary:  # a binary hunk has no lines dynspec could place in a function
+        raise UsageError(f"{name}: a binary diff ({binary.group(0).strip()!r}); give a text diff of the Python files (`git diff` without --binary)")
     if not _DIFF.search(text):  # the inspector would find no file in it, and say nothing
         why = "it is empty" if not text.strip() else "no 'diff --git' line, no '---'/'+++' file with an '@@' hunk"
         raise UsageError(f"{name}: not a unified diff ({why}); give the output of `git diff`")
+    if not _HUNK.search(text):
+        raise UsageError(f"{name}: a diff without a hunk (no '@@' line: only renames or mode changes); nothing to judge")
     return text
 
 
+_BINARY = re.compile(r"^(GIT binary patch|Binary files .* differ)$", re.M)
+_HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@", re.M)
 _DIFF = re.compile(r"^diff --git |^--- .*\n\+\+\+ .*\n@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@", re.M)
 
 

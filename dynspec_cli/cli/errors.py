@@ -22,7 +22,7 @@ def known_errors() -> tuple:
     from dynspec_cli.prove.plan import PlanError
     from dynspec_cli.run.control import RunError
     from dynspec_cli.transport import TransportError
-    from dynspec_cli.verdict.preflight import InterpreterError
+    from dynspec_cli.verdict.preflight import InterpreterError, PatchError
     from dynspec_cli.verdict.vllm_preflight import SpecConfigError
 
-    return ConfigError, LogError, UsageError, RunError, TransportError, PlanError, InterpreterError, SpecConfigError
+    return ConfigError, LogError, UsageError, RunError, TransportError, PlanError, InterpreterError, PatchError, SpecConfigError

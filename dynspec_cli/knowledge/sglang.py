@@ -50,7 +50,7 @@ class Knowledge:
         self.max_running_reset = ov.max_running_requests_reset
         self.warnings = tables.load_toml(d / "warnings.toml", tables.WarningsFile).warning
         modules = tables.load_toml(d / "modules.toml", tables.ModulesFile)
-        self.classes, self.overrides = modules.cls, modules.override
+        self.classes, self.overrides, self.builds = modules.cls, modules.override, modules.builds
         self.log_lines = tables.load_toml(d / "log_lines.toml", tables.LogLinesFile).line
         self.draft_mismatches = tables.load_toml(d / "drafts.toml", tables.DraftsFile).mismatch
         self.warning_by_id = {w.id: w for w in self.warnings}
@@ -67,7 +67,7 @@ class Knowledge:
         """Masks of every range the tables use, so a cached Knowledge needs no version parsing."""
         specs = [r.versions for r in self.dispatch_ranges] + [r.versions for r in self.overlap_ranges]
         specs += [w.versions for w in self.warnings] + [c.versions for c in self.classes]
-        specs += [self.max_running_reset.versions] + [o.versions for o in self.overrides]
+        specs += [self.max_running_reset.versions] + [o.versions for o in self.overrides] + [b.versions for b in self.builds]
         specs += [v for row in self.log_lines for v in row.versions_by_form.values()]
         specs += [m.versions for m in self.draft_mismatches]
         specs += [f.versions for f in self.plugins.framework]
@@ -292,6 +292,16 @@ class Knowledge:
                 return False, mro[i]
             i = j
         return (None, maybe) if maybe else (True, None)
+
+    def draft_of(self, version: str, running: str) -> Optional[str]:
+        """The draft worker class a `running` worker builds on `version` (the first class of its
+        MRO with a [[builds]] row: a subclass's own __init__ builds its own), or None."""
+        m = self.mask_of(version)
+        for c in self.mro(version, running):
+            row = next((b for b in self.builds if b.worker == c and self.mask(b.versions) & m), None)
+            if row is not None:
+                return row.draft
+        return None
 
     def module_of_class(self, name: str) -> Optional[str]:
         return next((c.module for c in self.classes if c.name == name), None)

@@ -201,9 +201,16 @@ class OverrideRow(_Row):
     conditional: bool = False
 
 
+class BuildsRow(_Row):
+    worker: str
+    draft: str  # the draft worker class the worker's __init__ builds
+    versions: str
+
+
 class ModulesFile(msgspec.Struct, forbid_unknown_fields=True):
     cls: list[ClassRow] = msgspec.field(name="class")
     override: list[OverrideRow] = []
+    builds: list[BuildsRow] = []
 
 
 # --- configs/sglang/log_lines.toml -----------------------------------------------------------

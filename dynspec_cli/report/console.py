@@ -160,6 +160,9 @@ def preflight_lines(r: dict[str, Any]) -> list[Line]:
         out.append(_fact("patch", f"{p['class'] + '.' if p.get('class') else ''}{p.get('function') or '?'} at {p.get('file')}:{p.get('line')}"))
     if not r["patched"]:
         out.append(_fact("patch", "not found in the plugin code sglang loads" if r.get("plugin") else "not found in this install"))
+    if r.get("hunks"):
+        out.append(_fact("hunks of --patch", f"{len(r['hunks'])}: the behaviour hunks decide; the marker's only announces"))
+        out += hunk_lines(r["hunks"])
     if r["findings"]:
         out.append([])
     for f in r["findings"]:
@@ -174,6 +177,22 @@ def preflight_lines(r: dict[str, Any]) -> list[Line]:
     t = (r.get("timings") or {}).get("total")
     explain = " · dynspec explain CODE for details" if r["findings"] else ""
     out += [[], ["  ", (f"exit {r['exit_code']} ({r['verdict']}){f' · inspected in {t:.2f} s' if t else ''}{explain}", "dim")]]
+    return out
+
+
+_REACH = {"reachable": ("✓", "green"), "not reachable": ("✗", "red"), "unknown": ("?", "yellow")}
+
+
+def hunk_lines(hunks: list[dict[str, Any]]) -> list[Line]:
+    """One line per hunk scope (mark, where, role, reach) and its reason underneath."""
+    from dynspec_cli.verdict.hunks import where
+
+    out: list[Line] = []
+    for h in hunks:
+        mark, colour = _REACH.get(h["reach"], ("?", "yellow"))
+        out.append(["    ", (mark, colour), f" {where(h)}  ", (h["role"], "bold"), "  ", (h["reach"], colour)])
+        if h["role"] != "flag":  # (every flag hunk has the same reason)
+            out.append(["        ", (h["reason"], "dim")])
     return out
 
 

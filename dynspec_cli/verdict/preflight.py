@@ -15,12 +15,16 @@ from dynspec_cli.verdict import acceptance
 from dynspec_cli.knowledge.features import Feature
 from dynspec_cli.knowledge.findings import Finding, forced_verdict
 from dynspec_cli.knowledge.sglang import V2_SWITCH_ENV, Knowledge, knowledge
-from dynspec_cli.verdict import flagvalues, plugins, support, workers
+from dynspec_cli.verdict import flagvalues, hunks, plugins, support, workers
 from dynspec_cli.verdict.codes import EXIT
 
 
 class InterpreterError(Exception):
     """The `python` preflight was given cannot be run on the host (bad input: one line, exit 2)."""
+
+
+class PatchError(Exception):
+    """The `--patch` diff does not describe the installed engine (bad input: one line, exit 2)."""
 
 
 def inspect(host, python: str, feature: Feature, flags: list[str], env: dict[str, str], *,
@@ -102,6 +106,9 @@ def _judge(facts, feature, flags, env, patched, k, env_fix) -> dict[str, Any]:
     worker = {"class": None, "module": None, "file": None, "basis": None, "mro": None}
     patched_out: list[dict] = []
     overlap = None
+    diff = facts.get("diff") or {}
+    hunk_entries: Optional[list[dict]] = None  # per scope of each hunk of --patch (None: no diff given)
+    running_path: Optional[hunks.Running] = None
     if not facts.get("ok", False) and not sg.get("found"):
         findings.append(Finding("DS210", facts.get("error") or "the inspector could not run"))
         return _result("unknown" if not sg else "dead", facts, version, worker, patched_out, overlap, findings)
@@ -197,7 +204,22 @@ def _judge(facts, feature, flags, env, patched, k, env_fix) -> dict[str, Any]:
                 absent = []  # (runs_in names alternatives: one of them existing is enough)
             for c in absent:
                 findings.append(Finding("DS202", f"{c} does not exist in sglang {version}."))
-            if (classes or feature.plugin is None) and not any(c in mro for c in classes):
+            running_path = hunks.running(k, version, choice.cls, worker["basis"])
+            # the draft worker the running worker builds runs too: a patch (or a hook) on
+            # EagleDraftWorker.draft is on the path of EAGLEWorkerV2 and StandaloneWorkerV2
+            dmro = k.mro(version, running_path.draft) if running_path.draft else []
+            if diff.get("given"):
+                hunk_entries = hunks.judge(diff, k, running_path, plugin=feature.plugin is not None,
+                                           hook=next(iter(hooked_methods.items()), None))
+            if hunk_entries is not None and hunks.summary(hunk_entries) is not None:
+                # the diff's behaviour hunks decide, not the class that logs the marker
+                findings += hunk_findings(k, running_path, hunk_entries, facts, feature)
+            elif hunk_entries is not None and hunks.only_flags(hunk_entries, (facts.get("marker") or {}).get("hits") or []):
+                findings.append(Finding("DS228", f"every hunk of the patch is in server_args.py (flags, argument "
+                                                 f"handling{', the announcement' if patched_out else ''}): nothing in "
+                                                 f"{running_path.worker}" + (f" or {running_path.draft}" if running_path.draft else "")
+                                                 + " acts on the flag while decoding."))
+            elif (classes or feature.plugin is None) and not any(c in mro or c in dmro for c in classes):
                 steps, exceptions = workers.how_to_run(k, mask, [algo], classes, env_step=env_fix)
                 fix = []
                 if steps:
@@ -215,7 +237,8 @@ def _judge(facts, feature, flags, env, patched, k, env_fix) -> dict[str, Any]:
                     fix.append(f"Or port the patch to {choice.cls} ({choice.module}.py).")
                     findings.append(Finding("DS201", f"sglang {version} will run {choice.cls}, not {'/'.join(classes)}.", fix=" ".join(fix)))
             elif not feature.runs_in:  # (a runs_in class runs the feature from its own code)
-                findings += method_findings(k, version, choice.cls, classes, patched_out, feature, hooked_methods)
+                runner = running_path.draft if not any(c in mro for c in classes) else choice.cls
+                findings += method_findings(k, version, runner, classes, patched_out, feature, hooked_methods)
         findings += support.predict(k, feature, version, fv, algo, overlap)
         # Threshold reachability.
         th = _int(fv.get(feature.flag.name)) if feature.flag else None
@@ -235,16 +258,53 @@ def _judge(facts, feature, flags, env, patched, k, env_fix) -> dict[str, Any]:
             findings.append(Finding("DS209", f"static route: {worker['class']}; sglang's own resolution: {dcls}."))
         if not worker["class"] and dcls:
             worker.update({"class": dcls, "basis": "dynamic: sglang's own argument resolution and create_worker"})
+    if diff.get("given") and hunk_entries is None:  # (no worker known: every hunk's reach is unknown)
+        hunk_entries = hunks.judge(diff, k, None, plugin=feature.plugin is not None)
+    patch_reach = hunks.summary(hunk_entries) if hunk_entries is not None else None
     forced = forced_verdict(findings, "preflight")
     if forced == "dead":
         v = "dead"
+    elif patch_reach == hunks.UNKNOWN:
+        v = "unknown"
+    elif patch_reach == hunks.REACHABLE and worker["class"]:
+        v = "ineffective" if forced == "ineffective" else "reachable"
     elif forced == "ineffective" and worker["class"] and patched_out:
         v = "ineffective"  # the patched code is reachable; speculation will accept nothing
     elif worker["class"] and patched_out or worker["class"] and classes and any(c in (worker.get("mro") or []) for c in classes):
         v = "reachable"
     else:
         v = "unknown"
-    return _result(v, facts, version, worker, patched_out, overlap, findings)
+    return _result(v, facts, version, worker, patched_out, overlap, findings, hunk_entries)
+
+
+def hunk_findings(k: Knowledge, run: hunks.Running, entries: list[dict], facts: dict, feature: Feature) -> list[Finding]:
+    """The findings of a diff with behaviour hunks: none of them runs (DS226, dead), their reach is
+    not known (DS227), or they run while the announcement cannot (DS225: never dead)."""
+    behaviour = [e for e in entries if hunks.is_behaviour(e)]
+    reach = hunks.summary(entries)
+    if reach == hunks.NOT_REACHABLE:
+        return [Finding("DS226", f"no hunk of the patch that acts can run on sglang {run.version}, which runs "
+                                 f"{run.worker}" + (f" and {run.draft}" if run.draft else "") + ": "
+                                 + "; ".join(f"{hunks.where(e)}: {e['reason']}" for e in behaviour) + ".",
+                        fix=f"Put the behaviour in a method of {run.worker}" + (f" or {run.draft}" if run.draft else "")
+                            + " that runs, or change the flags so that the patched class runs.")]
+    if reach == hunks.UNKNOWN:
+        return [Finding("DS227", "whether the patch's behaviour runs is not known: " + "; ".join(
+            f"{hunks.where(e)}: {e['reason']}" for e in behaviour if e["reach"] == hunks.UNKNOWN) + ".")]
+    # the behaviour runs; does the announcement?
+    marks = [e for e in entries if e["marker"]]
+    if not marks:  # the marker is not in the diff: where the inspector found it
+        marks = [dict(e, reach=hunks.reach_of(k, run, e["class"], e["function"])[0],
+                      reason=hunks.reach_of(k, run, e["class"], e["function"])[1])
+                 for e in ({"class": h.get("class"), "function": hunks.method_of(h), "file": h.get("file"),
+                            "lines": [h.get("line"), h.get("line")]} for h in (facts.get("marker") or {}).get("hits", []))]
+    if any(m["reach"] == hunks.REACHABLE for m in marks):
+        return []
+    runs = next(e for e in behaviour if e["reach"] == hunks.REACHABLE)
+    why = ("no hunk of the patch and no file of this install logs it" if not marks else
+           "; ".join(f"{hunks.where(m)}: {m['reason']}" for m in marks))
+    return [Finding("DS225", f"the patch's behaviour runs ({hunks.where(runs)}) but its announcement "
+                             f"{feature.marker.literal!r} will be silent: {why}.")]
 
 
 def method_findings(k: Knowledge, version: str, running: str, classes: list[str], patched_out: list[dict],
@@ -279,7 +339,7 @@ def _int(v) -> Optional[int]:
         return None
 
 
-def _result(verdict, facts, version, worker, patched, overlap, findings) -> dict[str, Any]:
+def _result(verdict, facts, version, worker, patched, overlap, findings, hunk_entries=None) -> dict[str, Any]:
     sg = facts.get("sglang") or {}
     # one finding per code and message: a flag passed twice, a class named by two marker hits
     findings = list({(f.code, f.message): f for f in findings}.values())
@@ -288,6 +348,9 @@ def _result(verdict, facts, version, worker, patched, overlap, findings) -> dict
         "verdict": verdict, "exit_code": EXIT[verdict], "sglang_version": version,
         "sglang_path": sg.get("package_dir"), "editable": sg.get("editable"), "worker": worker,
         "patched": patched, "overlap_schedule": overlap,
+        # one entry per scope of each hunk of --patch (file, class, function, lines, role, reach,
+        # reason, evidence); None when no diff was given
+        "hunks": hunk_entries,
         "findings": [f.to_json() for f in findings],
         "timings": facts.get("timings"),
         # the same keys in every document (cli/preflight.py fills them for a patch that was found)
@@ -299,4 +362,57 @@ def run(host, python: str, feature: Feature, flags: list[str], env: dict[str, st
         patched: Optional[list[str]] = None, patch_diff: Optional[str] = None, dynamic: bool = False,
         sglang_path: Optional[str] = None) -> dict[str, Any]:
     facts = inspect(host, python, feature, flags, env, patch_diff=patch_diff, dynamic=dynamic, sglang_path=sglang_path)
+    check_diff(facts, plugin=feature.plugin is not None)
     return judge(facts, feature, flags, env, patched=patched, base=host.environment, exportable=host.inherits_this_shell)
+
+
+def check_diff(facts: dict[str, Any], *, plugin: bool = False) -> None:
+    """Refuse (PatchError: one line, exit 2) a --patch that does not describe the installed sglang:
+    a file outside the package, a file this release lacks, a hunk whose text is not there (another
+    release or checkout), a hunk still not applied. With a plugin feature, files outside sglang are
+    the plugin's own."""
+    diff = facts.get("diff") or {}
+    sg = facts.get("sglang") or {}
+    if not diff.get("given"):
+        return
+    release = f"sglang {sg.get('version') or '?'} at {sg.get('package_dir')}"
+    if diff.get("parse_errors"):
+        raise PatchError(f"--patch: {diff['parse_errors'][0]}")
+    files = diff.get("files") or []
+    outside = [f for f in files if not f.get("installed_path")]
+    if outside and not plugin:
+        raise PatchError(f"--patch: {outside[0].get('diff_path')!r} is not a file of the sglang package ({release}): "
+                         "preflight judges a diff of sglang's own files (as `git diff` in an sglang checkout writes it)")
+    engine = [f for f in files if f.get("installed_path")]
+    hunks_ = [(f, h) for f in engine for h in f.get("hunks") or []]
+    missing = [f for f in engine if not f.get("present") and not f.get("deleted")]
+    differs = [(f, h) for f, h in hunks_ if h.get("applied") == "differs"]
+    if missing and not missing[0].get("new_file"):
+        f = missing[0]
+        raise PatchError(f"--patch: {f['diff_path']}: no such file in {release}: the diff was made against another "
+                         "sglang release or checkout")
+    applied = [h for _, h in hunks_ if h.get("applied") in ("exact", "offset")]
+    if differs and not applied and len(hunks_) > 1:  # not one hunk's text is here: another release's diff
+        f, h = differs[0]
+        raise PatchError(f"--patch: none of its {len(hunks_)} hunks matches {release} ({len(differs)} match neither "
+                         f"side, first {h['header']} in {f['diff_path']}{_mismatch(h)}): the diff was made against "
+                         "another sglang release or checkout")
+    if differs:
+        f, h = differs[0]
+        raise PatchError(f"--patch: hunk {h['header']} does not apply to {f['installed_path']}{_mismatch(h)}: "
+                         f"neither its new text nor its old text is in {release}")
+    if missing:  # a file the diff creates, not in this install
+        raise PatchError(f"--patch: {missing[0]['diff_path']} (a file the diff creates) is not in {release}: "
+                         "the patch is not applied to this install")
+    for f, h in hunks_:
+        if h.get("applied") == "not-applied":
+            raise PatchError(f"--patch: hunk {h['header']} is not applied to {f['installed_path']} (it still has the "
+                             "old text): apply the patch to this install first, or give the diff of what is installed")
+
+
+def _mismatch(h: dict) -> str:
+    m = h.get("mismatch")
+    if not m:
+        return ""
+    have = "end of file" if m.get("installed") is None else repr(m["installed"].strip())
+    return f"; line {m['line']}: the diff has {m['diff'].strip()!r}, the installed file {have}"

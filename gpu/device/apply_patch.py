@@ -1,5 +1,6 @@
 """Apply a unified diff to a site-packages tree, strictly (every context and removed line must match
-exactly, or nothing is written). Stdlib only: the GPU image has no `patch` we can count on.
+exactly, or nothing is written). A file the diff creates (`--- /dev/null`, `@@ -0,0 ...`: a plugin's
+own package and dist-info) is written with its folders. Stdlib only: the GPU image has no `patch` we can count on.
 
     python apply_patch.py SITE_DIR PATCH.diff
 """
@@ -31,10 +32,13 @@ def parse(text: str):
 def apply(site: Path, diff: Path) -> None:
     for f in parse(diff.read_text()):
         path = site / f["path"]
-        old = path.read_text().splitlines(keepends=True)
+        creates = [h["start"] for h in f["hunks"]] == [0]
+        if creates and path.exists():
+            sys.exit(f"apply_patch: {f['path']}: the patch creates it, and it is already there")
+        old = [] if creates else path.read_text().splitlines(keepends=True)
         out, pos = [], 0
         for h in f["hunks"]:
-            start = h["start"] - 1
+            start = max(h["start"] - 1, 0)
             out += old[pos:start]
             pos = start
             for line in h["lines"]:
@@ -46,6 +50,7 @@ def apply(site: Path, diff: Path) -> None:
                 if tag in " +":
                     out.append(body + "\n")
         out += old[pos:]
+        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("".join(out))
         print(f"apply_patch: patched {path} ({len(f['hunks'])} hunks)", flush=True)
 

@@ -487,3 +487,34 @@ def test_static_route_is_fast_on_the_largest_release(site_copy):
     assert run.doc["marker"]["hits"] and run.doc["flags"]["feature_flag"]["defined"]
     # target: well under 0.5 s; 0.40 s CPU measured on a 2-core box at load 7; the bound leaves room
     assert best_cpu < 1.0, f"static route used {best_cpu:.2f}s CPU at best (wall {best_wall:.2f}s, {run.doc['timings']})"
+
+
+def test_diff_scopes_say_marker_and_behaviour(site_copy):
+    """A multi-line logger call holding the marker is the announcement, not behaviour; a scope that
+    adds only comments changes nothing that runs; code beside the marker in the same function is
+    behaviour (role marker+behaviour in preflight)."""
+    orig = site_copy("0.5.9", "orig")
+    site = site_copy("0.5.9")
+    path = site / WORKER
+    lines = path.read_text().splitlines(keepends=True)
+    init = next(i for i, x in enumerate(lines) if x.startswith("class EAGLEWorkerV2")) + 1
+    init = next(i for i in range(init, len(lines)) if "# Parse arguments" in lines[i])
+    draft = next(i for i, x in enumerate(lines) if x.startswith("    def draft(self, model_worker_batch"))
+    assert draft < init  # (inserted bottom-up so the indices above stay right)
+    lines[init:init] = ["        logger.info(\n", f'            f"{MARKER}: threshold={{5}}"\n', "        )\n",
+                        "        self.dsd = 5\n"]
+    lines[draft + 1:draft + 1] = ["        # only a comment\n"]
+    rewrite(path, "".join(lines))  # (a new inode: the site is hard links to the cached wheel)
+    doc = run_inspector(base_args(site, patch_diff=_diff(orig, site, [WORKER]))).doc
+    scopes = {(s["class"], s["function"]): s for f in doc["diff"]["files"] for h in f["hunks"] for s in h["scopes"]}
+    init_scope = scopes[("EAGLEWorkerV2", "__init__")]
+    assert init_scope["marker"] is True and init_scope["behaviour"] is True  # self.dsd = 5
+    comment = [s for k, s in scopes.items() if k[1] == "draft"]
+    assert comment and all(s["marker"] is False and s["behaviour"] is False for s in comment)
+    # without the assignment, the three-line call alone is the announcement only
+    lines = path.read_text().splitlines(keepends=True)
+    lines = [x for x in lines if x != "        self.dsd = 5\n"]
+    rewrite(path, "".join(lines))  # (a new inode: the site is hard links to the cached wheel)
+    doc = run_inspector(base_args(site, patch_diff=_diff(orig, site, [WORKER]))).doc
+    (s,) = [s for f in doc["diff"]["files"] for h in f["hunks"] for s in h["scopes"] if s["function"] == "__init__"]
+    assert s["marker"] is True and s["behaviour"] is False and s["lines"][1] - s["lines"][0] == 2

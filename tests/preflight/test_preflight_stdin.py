@@ -112,6 +112,7 @@ def test_a_100kb_patch_works_over_ssh(sglang_python, ssh_lab, tmp_path):
     hunk = [f"--- a/{worker}", f"+++ b/{worker}", f"@@ -{m - 1},1 +{m - 1},2 @@", " " + lines[m - 2], "+" + lines[m - 1]]
     big = ["--- /dev/null", "+++ b/python/sglang/srt/dynspec_notes.py", "@@ -0,0 +1,2000 @@"]
     big += [f"+# note {i:05d}: {'x' * 40}" for i in range(2000)]
+    (site / "sglang/srt/dynspec_notes.py").write_text("".join(b[1:] + "\n" for b in big[3:]))  # the diff is applied
     patch = tmp_path / "big.diff"
     patch.write_text("\n".join(hunk + big) + "\n")
     assert patch.stat().st_size > 100_000

@@ -9,7 +9,7 @@ from .common import SCHEMA, _MAX_LIST, _clip, _rel_time
 from .locate import locate_sglang, record_sizes
 from .bytecode import compile_report
 from .marker import scan_marker
-from .diff import analyse_diff
+from .diff import analyse_diff, mark_roles
 from .flags import collect_flags, flag_status, value_spec
 from .envvars import env_defaults
 from .dynamic import dynamic_route
@@ -102,6 +102,8 @@ def inspect(args, result):
             elsewhere += scan_marker(inst["package_dir"], args["marker_literal"], pattern)[0]["hits"]
         marker["hits_in_other_installs"] = elsewhere
     result["marker"] = marker
+    if diff.get("given"):
+        mark_roles(diff, marker["hits"])
     timings["marker"] = _rel_time()
     if args["plugin"]:
         result["plugin"] = plugin_report(args["plugin"], pkg_dir, args["marker_literal"], pattern)
