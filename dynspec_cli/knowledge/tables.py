@@ -230,6 +230,33 @@ class LogLinesFile(msgspec.Struct, forbid_unknown_fields=True):
     line: list[LogLineRow]
 
 
+# --- configs/sglang/cuda_graph.toml ------------------------------------------------------------
+class CaptureRow(_Row):
+    id: str
+    role: Literal["target", "draft", "draft-extend"]
+    versions: str
+    files: list[str]
+    literal: str
+    pattern: str
+
+
+class GraphSettings(_Row):
+    versions: str
+    max_bs_field: str
+    bs_field: str
+    padding_off_field: str
+    disabled: dict[str, Union[bool, str]]
+    max_bs_flag: str
+    bs_flag: str
+    disable_flag: str
+    renamed: dict[str, str] = {}
+
+
+class CudaGraphFile(msgspec.Struct, forbid_unknown_fields=True):
+    capture: list[CaptureRow]
+    settings: list[GraphSettings]
+
+
 # --- configs/findings.toml -------------------------------------------------------------------
 class DraftMismatch(msgspec.Struct, forbid_unknown_fields=True):
     algorithm: str
