@@ -252,9 +252,34 @@ class GraphSettings(_Row):
     renamed: dict[str, str] = {}
 
 
+class BatchSizes(_Row):
+    versions: str
+    source: str
+    speculative: list[Union[int, list[int]]]
+    plain: list[Union[int, list[int]]]
+    append_max: bool
+
+    def sizes(self, max_bs: int, *, speculative: bool, padding: bool = True) -> list[int]:
+        """The batch sizes sglang captures for a maximum `max_bs`."""
+        if not padding:
+            return list(range(1, max_bs + 1))
+        out: list[int] = []
+        for e in self.speculative if speculative else self.plain:
+            if isinstance(e, int):
+                out.append(e)
+            else:
+                start, stop, step = e
+                out += range(start, stop or max_bs + 1, step)
+        out = [b for b in out if b <= max_bs]
+        if self.append_max and max_bs not in out:
+            out.append(max_bs)
+        return out
+
+
 class CudaGraphFile(msgspec.Struct, forbid_unknown_fields=True):
     capture: list[CaptureRow]
     settings: list[GraphSettings]
+    batch_sizes: list[BatchSizes]
 
 
 # --- configs/findings.toml -------------------------------------------------------------------

@@ -127,3 +127,108 @@ def _disable_fix(settings: Optional[GraphSettings]) -> str:
     flag = settings.disable_flag if settings is not None else "--disable-cuda-graph (0.5.14+: --cuda-graph-backend-decode disabled)"
     return (f"Drop `{flag}` to benchmark the CUDA-graph decode path; keep it only if eager decode is what "
             f"you mean to measure (or sglang disabled graphs itself: its warning at start-up says why).")
+
+
+# --- preflight: the compute path predicted from the release and the flags ---------------------
+def _values_of(flags: list[str], name: str) -> Optional[list[str]]:
+    """The values after `name` (nargs='+': until the next option), `--name=v` included; None if absent."""
+    out: Optional[list[str]] = None
+    for i, a in enumerate(flags):
+        if a == name:
+            out = []
+            for b in flags[i + 1:]:
+                if b.startswith("--"):
+                    break
+                out.append(b)
+        elif a.startswith(name + "="):
+            out = [a.split("=", 1)[1]]
+    return out
+
+
+def _ints(vals: Optional[list[str]]) -> Optional[list[int]]:
+    try:
+        got = [int(x) for v in vals or [] for x in v.replace(",", " ").split()]
+    except ValueError:
+        return None
+    return got or None
+
+
+def predict(k: Knowledge, version: str, flags: list[str], algorithm: Optional[str],
+            max_running: Optional[int]) -> tuple[dict[str, Any], list]:
+    """What the server will capture and where decode falls out of graphs, from the release's rules
+    (configs/sglang/cuda_graph.toml) and the user's flags; (compute_path, findings)."""
+    from dynspec_cli.knowledge.findings import Finding
+
+    mask = k.mask_of(version)
+    settings = k.graph_settings(mask)
+    rule = k.batch_sizes(version)
+    findings: list = []
+    doc: dict[str, Any] = {"graphs": None, "captured_bs": None, "captured_max_bs": None, "eager_above": None,
+                           "tokens_per_request_in_verify": None, "basis": None, "flags": []}
+    if settings is None or rule is None:
+        doc["basis"] = f"sglang {version} is not in configs/sglang/cuda_graph.toml"
+        return doc, findings
+    speculative = algorithm is not None
+    # the user's spellings: this release's flags, and the old ones it renamed
+    spell = {"max_bs": [settings.max_bs_flag], "bs": [settings.bs_flag]}
+    for old, new in settings.renamed.items():
+        if _values_of(flags, old) is None:
+            continue
+        if new:
+            doc["flags"].append({"flag": old, "note": f"a deprecated alias of {new} on sglang {version}"})
+            findings.append(Finding("DS319", f"{old} is a deprecated alias of {new} on sglang {version}; it still works.",
+                                    fix=f"Write {new} (the alias is gone from 0.5.20)."))
+            for key in ("max_bs", "bs"):
+                if new == spell[key][-1]:
+                    spell[key].insert(0, old)
+        else:
+            doc["flags"].append({"flag": old, "note": f"not a flag of sglang {version}"})
+            findings.append(Finding("DS319", f"sglang {version} has no {old}: argparse reads it as an ambiguous prefix of "
+                                             f"{old}-decode and {old}-prefill and exits before the server starts.",
+                                    fix=f"Write {settings.max_bs_flag if 'max-bs' in old else settings.bs_flag} instead."))
+    disable = [f for f in ("--disable-cuda-graph", "--disable-decode-cuda-graph") if f in flags]
+    backend = _values_of(flags, "--cuda-graph-backend-decode")
+    if backend and backend[0] == "disabled":
+        disable.append("--cuda-graph-backend-decode disabled")
+    if disable and (disable != ["--disable-decode-cuda-graph"] or "disable_decode_cuda_graph" in settings.disabled):
+        doc.update(graphs="disabled", eager_above=0, basis=f"{disable[0]}: every decode step runs eager")
+        findings.append(Finding("DS317", f"{disable[0]}: decode will run eager on every batch on sglang {version}.",
+                                fix=_disable_fix(settings)))
+        return doc, findings
+    doc["graphs"] = "captured"
+    listed = next((got for f in spell["bs"] if (got := _ints(_values_of(flags, f)))), None)
+    top = next((got for f in spell["max_bs"] if (got := _ints(_values_of(flags, f)))), None)
+    padding = "--disable-cuda-graph-padding" not in flags
+    draft_tokens = _ints(_values_of(flags, "--speculative-num-draft-tokens"))
+    if speculative:
+        doc["tokens_per_request_in_verify"] = draft_tokens[0] if draft_tokens else None
+    if listed:
+        bs, basis = sorted(set(listed)), f"{spell['bs'][0]} as given"
+    elif top:
+        bs = rule.sizes(top[0], speculative=speculative, padding=padding)
+        basis = (f"{spell['max_bs'][0]} {top[0]} and sglang {version}'s {'speculative' if speculative else 'plain'} "
+                 f"batch-size list ({rule.source})")
+    else:
+        doc["basis"] = (f"the largest captured batch is sglang's default, chosen at start-up from the GPU's memory and "
+                        f"TP ({rule.source.split(':')[0]}); pass {settings.max_bs_flag} to fix it")
+        return doc, findings
+    if max_running is not None and max(bs) > max_running:
+        # the runner captures no batch larger than the request pool (max_running_requests), and the
+        # pool's size instead (0.5.12.post1 cuda_graph_runner.py get_batch_sizes_to_capture)
+        bs = sorted({b for b in bs if b < max_running} | {max_running})
+    doc.update(captured_bs=bs, captured_max_bs=max(bs), eager_above=max(bs) if padding else None, basis=basis)
+    if not padding:
+        doc["basis"] += "; --disable-cuda-graph-padding: only these exact sizes replay a graph"
+    if max_running is None or max_running > max(bs):
+        per = doc["tokens_per_request_in_verify"]
+        verify = (f" Each request's verify feeds {per} tokens, so the largest graph holds {max(bs) * per} tokens; the "
+                  f"limit is still {max(bs)} running requests.") if per else (
+            " With speculation the target's verify graph holds num_draft_tokens tokens per request; the limit is "
+            "still counted in running requests." if speculative else "")
+        findings.append(Finding(
+            "DS318", f"decode runs in CUDA graphs up to {max(bs)} running requests (captured {_sizes(bs)}; {basis}); "
+                     f"above {max(bs)} it runs eager, and max_running_requests "
+                     f"{'is not capped' if max_running is None else f'= {max_running}'} lets the batch grow past it.{verify}",
+            fix=f"Load the server at most {max(bs)} requests at a time, or raise `{settings.max_bs_flag}` to the "
+                f"concurrency you benchmark (or pass `--max-running-requests {max(bs)}`)."))
+    return doc, findings

@@ -15,7 +15,7 @@ from dynspec_cli.verdict import acceptance
 from dynspec_cli.knowledge.features import Feature
 from dynspec_cli.knowledge.findings import Finding, forced_verdict
 from dynspec_cli.knowledge.sglang import V2_SWITCH_ENV, Knowledge, knowledge
-from dynspec_cli.verdict import flagvalues, plugins, support, workers
+from dynspec_cli.verdict import compute_path, flagvalues, plugins, support, workers
 from dynspec_cli.verdict.codes import EXIT
 
 
@@ -102,6 +102,7 @@ def _judge(facts, feature, flags, env, patched, k, env_fix) -> dict[str, Any]:
     worker = {"class": None, "module": None, "file": None, "basis": None, "mro": None}
     patched_out: list[dict] = []
     overlap = None
+    path = None
     if not facts.get("ok", False) and not sg.get("found"):
         findings.append(Finding("DS210", facts.get("error") or "the inspector could not run"))
         return _result("unknown" if not sg else "dead", facts, version, worker, patched_out, overlap, findings)
@@ -226,6 +227,9 @@ def _judge(facts, feature, flags, env, patched, k, env_fix) -> dict[str, Any]:
         if th is not None and mr is not None and th >= mr:
             findings.append(Finding("DS103", f"threshold={th} but max_running_requests will be {mr}: the batch can never exceed it.",
                                     params=threshold_fix(th, mr)))
+        # The decode compute path: graphs captured, and the running batch above which decode runs eager.
+        path, found = compute_path.predict(k, version, flags, algo, mr)
+        findings += found
     # The dynamic route, when it ran.
     dyn = facts.get("dynamic")
     if isinstance(dyn, dict) and dyn.get("ok") and dyn.get("worker"):
@@ -244,7 +248,9 @@ def _judge(facts, feature, flags, env, patched, k, env_fix) -> dict[str, Any]:
         v = "reachable"
     else:
         v = "unknown"
-    return _result(v, facts, version, worker, patched_out, overlap, findings)
+    result = _result(v, facts, version, worker, patched_out, overlap, findings)
+    result["compute_path"] = path
+    return result
 
 
 def method_findings(k: Knowledge, version: str, running: str, classes: list[str], patched_out: list[dict],
@@ -292,6 +298,7 @@ def _result(verdict, facts, version, worker, patched, overlap, findings) -> dict
         "timings": facts.get("timings"),
         # the same keys in every document (cli/preflight.py fills them for a patch that was found)
         "environment": None, "probe_command": None, "probe_command_needs": None, "probe_dir": None, "probe_copy": None, "plugin": None,
+        "compute_path": None,  # the decode graphs predicted (verdict/compute_path.py predict)
     }
 
 

@@ -122,3 +122,50 @@ def test_decode_batch_line_reports_the_graph(version):
     assert writers, f"{version}: no Decode batch writer"
     assert any(b"cuda graph" in p.read_bytes() and b"can_run_cuda_graph" in p.read_bytes() for p in writers), \
         f"{version}: {[str(p.relative_to(r)) for p in writers]} do not write `cuda graph:`"
+
+
+# --- [[batch_sizes]] ---------------------------------------------------------------------------
+def sglang_generator(version: str, source: str):
+    """sglang's own list builder of `version`, taken out of its file and compiled alone (it is
+    plain list arithmetic on a few server_args fields), as a function (max_bs, speculative, padding)."""
+    import ast
+    import types
+
+    rel, qual = source.split(":")
+    path = root(version) / "sglang/srt" / rel
+    text = path.read_text()
+    tree = ast.parse(text)
+    name = qual.split(".")[-1]
+    fn = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == name), None)
+    assert fn is not None, f"{version}: no {qual} in {rel}"
+    ns: dict = {"resolving_view": lambda x: x, "Any": object}
+    exec(compile(ast.Module([fn], []), str(path), "exec"), ns)
+    f = ns[name]
+
+    def call(max_bs: int, speculative: bool, padding: bool) -> list[int]:
+        args = types.SimpleNamespace(cuda_graph_max_bs=max_bs, disable_cuda_graph_padding=not padding,
+                                     speculative_algorithm="EAGLE3" if speculative else None)
+        params = [a.arg for a in fn.args.args]
+        return f(args) if params == ["self"] else f(args, max_bs)
+
+    return call
+
+
+MAX_BS = [1, 3, 4, 8, 9, 33, 48, 50, 63, 64, 80, 160, 256, 300, 512, 600]
+BS_CASES = [(i, v) for i, r in enumerate(K.batch_sizes_rows) for v in releases_of(r.versions)]
+
+
+def test_batch_sizes_rows_cover_every_release_once():
+    covered = [v for r in K.batch_sizes_rows for v in releases_of(r.versions)]
+    assert sorted(covered, key=RELEASES.index) == RELEASES
+
+
+@pytest.mark.parametrize("i,version", BS_CASES, ids=ids(BS_CASES))
+def test_batch_sizes_are_sglangs(i, version):
+    row = K.batch_sizes_rows[i]
+    gen = sglang_generator(version, row.source)
+    for max_bs in MAX_BS:
+        for spec in (True, False):
+            for padding in (True, False):
+                assert row.sizes(max_bs, speculative=spec, padding=padding) == gen(max_bs, spec, padding), \
+                    (version, max_bs, spec, padding)
