@@ -32,7 +32,7 @@ def captured_max(la: Launch, settings: Optional[GraphSettings]) -> tuple[Optiona
     bs = la.graphs.bs.get("target")
     if bs:
         line = la.graphs.lines.get("target")
-        return max(bs), bs, "the capture line" + (f" (line {line.no})" if line is not None and line.no else "")
+        return max(bs), bs, "the capture line" + (f" at line {line.no}" if line is not None and line.no else "")
     dump = la.config.dump
     names = [(settings.bs_field, settings.max_bs_field)] if settings is not None else [
         ("cuda_graph_bs", "cuda_graph_max_bs"), ("cuda_graph_bs_decode", "cuda_graph_max_bs_decode")]
@@ -112,11 +112,12 @@ def _sizes(vals: list[int]) -> str:
 
 
 def _eager_fix(settings: Optional[GraphSettings], top: Optional[int], worst: int, above: list[int], la: Launch) -> str:
-    flag = settings.max_bs_flag if settings is not None else "--cuda-graph-max-bs (0.5.14+: --cuda-graph-max-bs-decode)"
     if above:
         cap = la.config.max_running
         want = max(worst, cap) if isinstance(cap, int) and cap <= 2 * worst else worst
-        return (f"Capture graphs for the batches you run: `{flag} {want}` (covers running batch {worst}"
+        flag = f"`{settings.max_bs_flag} {want}`" if settings is not None else \
+            f"`--cuda-graph-max-bs {want}` (0.5.14+: `--cuda-graph-max-bs-decode {want}`)"
+        return (f"Capture graphs for the batches you run: {flag} (covers running batch {worst}"
                 + (f" and max_running_requests={cap}" if want == cap else "") + f"), or cap the batch at the captured "
                 f"size with `--max-running-requests {top}`. More graphs cost GPU memory at start-up.")
     return ("The eager batches are within the captured sizes: a batch that cannot replay a graph (e.g. one that "
