@@ -55,6 +55,9 @@ class Knowledge:
         self.draft_mismatches = tables.load_toml(d / "drafts.toml", tables.DraftsFile).mismatch
         self.warning_by_id = {w.id: w for w in self.warnings}
         self.plugins = tables.load_toml(d / "plugins.toml", tables.PluginsFile)
+        graphs = tables.load_toml(d / "cuda_graph.toml", tables.CudaGraphFile)
+        self.capture_rows, self.graph_settings_rows = graphs.capture, graphs.settings
+        self.batch_sizes_rows = graphs.batch_sizes
         self._precompute()
         for r in self.overlap_ranges:
             if r.switch.warning and r.switch.warning not in self.warning_by_id:
@@ -71,6 +74,8 @@ class Knowledge:
         specs += [v for row in self.log_lines for v in row.versions_by_form.values()]
         specs += [m.versions for m in self.draft_mismatches]
         specs += [f.versions for f in self.plugins.framework]
+        specs += [r.versions for r in self.capture_rows] + [r.versions for r in self.graph_settings_rows]
+        specs += [r.versions for r in self.batch_sizes_rows]
         for spec in specs:
             self.mask(spec)
 
@@ -312,6 +317,26 @@ class Knowledge:
             if c.name == name:
                 m |= self.mask(c.versions)
         return m
+
+    # --- CUDA graphs (cuda_graph.toml) -------------------------------------------------------
+    def graph_settings(self, mask: int) -> Optional[tables.GraphSettings]:
+        """The settings row of the releases in `mask`: None when they span rows (or none is known)."""
+        rows = [r for r in self.graph_settings_rows if self.mask(r.versions) & mask]
+        return rows[0] if len(rows) == 1 else None
+
+    def batch_sizes(self, version: str) -> Optional[tables.BatchSizes]:
+        m = self.mask_of(version)
+        return next((r for r in self.batch_sizes_rows if self.mask(r.versions) & m), None)
+
+    def capture_of(self, msg: str, mask: int) -> Optional[tuple[tables.CaptureRow, dict]]:
+        """(row, fields) of the capture line `msg`, among the rows of the releases in `mask` (all
+        rows when the release is unknown)."""
+        for row in self.capture_rows:
+            if row.literal in msg and (not mask or self.mask(row.versions) & mask):
+                m = tables.regex(row.pattern).search(msg)
+                if m:
+                    return row, m.groupdict()
+        return None
 
     # --- warnings --------------------------------------------------------------------------
     @functools.cached_property

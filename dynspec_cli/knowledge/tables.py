@@ -234,6 +234,58 @@ class LogLinesFile(msgspec.Struct, forbid_unknown_fields=True):
     line: list[LogLineRow]
 
 
+# --- configs/sglang/cuda_graph.toml ------------------------------------------------------------
+class CaptureRow(_Row):
+    id: str
+    role: Literal["target", "draft", "draft-extend"]
+    versions: str
+    files: list[str]
+    literal: str
+    pattern: str
+
+
+class GraphSettings(_Row):
+    versions: str
+    max_bs_field: str
+    bs_field: str
+    padding_off_field: str
+    disabled: dict[str, Union[bool, str]]
+    max_bs_flag: str
+    bs_flag: str
+    disable_flag: str
+    renamed: dict[str, str] = {}
+
+
+class BatchSizes(_Row):
+    versions: str
+    source: str
+    speculative: list[Union[int, list[int]]]
+    plain: list[Union[int, list[int]]]
+    append_max: bool
+
+    def sizes(self, max_bs: int, *, speculative: bool, padding: bool = True) -> list[int]:
+        """The batch sizes sglang captures for a maximum `max_bs`."""
+        if not padding:
+            return list(range(1, max_bs + 1))
+        out: list[int] = []
+        for e in self.speculative if speculative else self.plain:
+            if isinstance(e, int):
+                out.append(e)
+            else:
+                start, stop, step = e
+                out += range(start, stop or max_bs + 1, step)
+        out = [b for b in out if b <= max_bs]
+        if self.append_max and max_bs not in out:
+            out.append(max_bs)
+        return out
+
+
+class CudaGraphFile(msgspec.Struct, forbid_unknown_fields=True):
+    capture: list[CaptureRow]
+    settings: list[GraphSettings]
+    batch_sizes: list[BatchSizes]
+
+
 # --- configs/findings.toml -------------------------------------------------------------------
 class DraftMismatch(msgspec.Struct, forbid_unknown_fields=True):
     algorithm: str

@@ -124,6 +124,9 @@ def verdict_lines(v: dict[str, Any], *, source: str = "") -> list[Line]:
         out.append(_fact("marker", "not found"))
     ready = (claims.get("server_ready") or {}).get("value")
     out.append(_fact("server ready", "yes" if v["server_ready"] else "no" if ready is False else "not seen"))
+    graphs = decode_graphs_text(v.get("compute_path"))
+    if graphs:
+        out.append(_fact("decode graphs", graphs))
     if v["crash"]:
         out.append(_fact("crash", f"{v['crash']['exception']} at line {v['crash']['line']}"))
     if v["findings"]:
@@ -132,6 +135,26 @@ def verdict_lines(v: dict[str, Any], *, source: str = "") -> list[Line]:
         out += _finding(f, line_ref=True)
     out += [[], ["  ", (f"exit {v['exit_code']} · dynspec explain CODE for details", "dim")]]
     return out
+
+
+def decode_graphs_text(cp: Any) -> str:
+    """One line of a verdict's compute_path: what was captured, where decode ran eager ("" if it says nothing)."""
+    if not isinstance(cp, dict):
+        return ""
+    if cp.get("graphs_disabled"):
+        return "disabled: every decode step eager"
+    parts = []
+    roles = [(r, cp.get(f"{k}_captured")) for r, k in (("target", "target"), ("draft", "draft"), ("draft-extend", "draft_extend"))]
+    if any(c is not None for _, c in roles):
+        parts.append("captured: " + ", ".join(f"{r} {'yes' if c else 'no'}" for r, c in roles if c is not None)
+                     + (f" (up to batch {cp['captured_max_bs']})" if cp.get("captured_max_bs") else ""))
+    for key, word in (("eager_batches", "eager"), ("graph_batches", "in graphs")):
+        got = cp.get(key) or {}
+        if got:
+            parts.append(f"{word} at running batch {', '.join(sorted(got, key=int))}")
+    for ch in cp.get("cudagraph_mode_changes") or []:
+        parts.append(f"cudagraph_mode {ch['from']} -> {ch['to']} (line {ch['line']})")
+    return "; ".join(parts)
 
 
 def preflight_lines(r: dict[str, Any]) -> list[Line]:
@@ -149,6 +172,11 @@ def preflight_lines(r: dict[str, Any]) -> list[Line]:
         out.append(["      ", (w["basis"], "dim")])
     ov = r["overlap_schedule"]
     out.append(_fact("overlap scheduler", "unknown" if ov is None else ("on" if ov else "off")))
+    cp = r.get("compute_path") or {}
+    if cp.get("graphs") == "disabled":
+        out.append(_fact("decode graphs", "disabled: every decode step eager"))
+    elif cp.get("eager_above") is not None:
+        out.append(_fact("decode graphs", f"captured up to {cp['eager_above']} running requests; eager above"))
     if r.get("environment"):
         out.append(_fact("environment", environment_text(r["environment"])))
     if r.get("plugin"):

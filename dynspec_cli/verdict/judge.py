@@ -13,7 +13,7 @@ from dynspec_cli.evidence.rules import Observation
 from dynspec_cli.knowledge.features import Feature
 from dynspec_cli.knowledge.findings import Finding, forced_verdict
 from dynspec_cli.knowledge.sglang import Knowledge
-from dynspec_cli.verdict import claims, workers
+from dynspec_cli.verdict import claims, compute_path, workers
 from dynspec_cli.verdict.codes import ACCEPT_EPS
 from dynspec_cli.verdict.launch import Launch, Reader
 from dynspec_cli.verdict.result import Verdict, clip_text, empty_message, no_claims
@@ -39,6 +39,7 @@ class Judging:
     verdict: str = "inconclusive"
     findings: list[Finding] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
+    compute_path: Optional[dict[str, Any]] = None
 
     def add(self, code: str, message: str, *, line: Optional[Line] = None, text: bool = True, clip: bool = True,
             fix: Optional[str] = None) -> None:
@@ -81,6 +82,7 @@ class Judge:
         j = Judging(la)
         for step in (self.step_release, self.step_speculation, self.step_flag, self.step_worker,
                      self.step_method, self.step_settings, self.step_feature_dead, self.step_marker, self.step_probe, self.step_threshold, self.step_effect,
+                     self.step_compute_path,
                      self.step_ready, lambda j: self.step_crash(j, at_eof=at_eof, quiet_for=quiet_for),
                      self.step_decide):
             step(j)
@@ -97,6 +99,7 @@ class Judge:
             claims=claims.build(self.k, la, j.mask, crashed=j.crashed, worker=j.worker, algorithm=la.config.algorithm,
                                 spec_off=j.spec_off),
             requested=claims.requested_vs_effective(la),
+            compute_path=j.compute_path,
         )
 
     # --- the steps of a verdict (each reads the launch, adds to `j`) ----------------------
@@ -268,6 +271,13 @@ class Judge:
                 f"at every running batch ({_batches(sorted(on))})"
             j.add("DS314", f"{lines} Decode batch lines {where} show accept len <= {top:.2f}: the feature's code "
                            f"runs, but speculation accepts no draft token.", line=la.last_line, text=False)
+
+    def step_compute_path(self, j: "Judging") -> None:
+        """CUDA graphs captured and used, by running batch (verdict/compute_path.py): findings of
+        their own, the verdict unchanged."""
+        if j.spec_off and not j.la.decoding.graph_by_batch:
+            return
+        j.compute_path = compute_path.judge(self.k, j.la, j.mask, j.add, speculative=bool(j.la.config.algorithm or j.algos))
 
     def step_ready(self, j: "Judging") -> None:
         """A ready server that never logged the marker ran other code."""

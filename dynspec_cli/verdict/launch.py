@@ -15,7 +15,7 @@ from dynspec_cli.knowledge.features import Feature
 from dynspec_cli.knowledge.sglang import Knowledge
 from dynspec_cli.verdict import claim_evidence
 from dynspec_cli.verdict.claim_evidence import ClaimEvidence
-from dynspec_cli.verdict.parts import Config, Decoding, Life, ProbeState, Release
+from dynspec_cli.verdict.parts import Config, Decoding, Graphs, Life, ProbeState, Release
 
 # What starts a new launch once the current one got past argument resolution. A launch command
 # pasted into the log does not: people paste the crash, then "my command was" (a command right
@@ -34,6 +34,7 @@ class Launch:
     config: Config = field(default_factory=Config)
     life: Life = field(default_factory=Life)
     decoding: Decoding = field(default_factory=Decoding)
+    graphs: Graphs = field(default_factory=Graphs)
     probe: ProbeState = field(default_factory=ProbeState)
     ev: ClaimEvidence = field(default_factory=ClaimEvidence)
     markers: list[Observation] = field(default_factory=list)
@@ -130,7 +131,11 @@ class Reader:
             return
         la.life.progressed(row, line, d)
         if row.id == "decode-batch":
-            la.decoding.read(d)
+            la.decoding.read(d, line)
+        elif row.id in ("cuda-graph", "draft-cuda-graph"):
+            got = self.k.capture_of(line.msg, la.release.mask)
+            if got is not None:
+                la.graphs.read(got[0].role, got[1], line)
         elif row.id == "scheduler-ready-stats" and d.get("max_running_requests"):
             la.config.read_max_running(int(d["max_running_requests"]), line)
 

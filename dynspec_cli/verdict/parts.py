@@ -5,7 +5,8 @@ them only through the part's methods.
     Release     which sglang releases the lines fit          (mask, narrowed line by line)
     Config      what the launch was configured to do          (algorithm, overlap, server_args, ...)
     Life        how far it got and whether it died            (phase, ready, crash, open traceback)
-    Decoding    what its Decode batch lines say               (counts, accept len per running batch)
+    Decoding    what its Decode batch lines say               (counts, accept len and graph/eager per running batch)
+    Graphs      which CUDA graphs it captured                 (capture lines by role: target, draft, draft-extend)
     ProbeState  what the in-server probe reported             (DYNSPEC-PROBE lines)
 """
 from __future__ import annotations
@@ -238,9 +239,17 @@ class Decoding:
     with_accept: int = 0
     last: dict[str, str] = field(default_factory=dict)
     accept_by_batch: dict[int, tuple[int, float]] = field(default_factory=dict)  # running -> (lines, max accept len)
+    graph_by_batch: dict[int, list[int]] = field(default_factory=dict)  # running -> [lines in a graph, lines eager]
+    eager_line: Optional[Line] = None  # the last line that says `cuda graph: False`
 
-    def read(self, d: dict[str, str]) -> None:
+    def read(self, d: dict[str, str], line: Optional[Line] = None) -> None:
         self.lines += 1
+        graph = d.get("graph")
+        if graph is not None and d.get("running", "").isdigit():
+            counts = self.graph_by_batch.setdefault(int(d["running"]), [0, 0])
+            counts[graph != "True"] += 1
+            if graph != "True":
+                self.eager_line = line
         if "accept_len" in d:
             self.with_accept += 1
             try:
@@ -248,7 +257,24 @@ class Decoding:
                 self.accept_by_batch[int(d["running"])] = (n + 1, max(top, float(d["accept_len"])))
             except (KeyError, ValueError):
                 pass
-        self.last = d
+        # (`graph` not in `last`: the launch JSON keeps its shape; the verdict's compute_path has it)
+        self.last = {k: v for k, v in d.items() if k != "graph"} if graph is not None else d
+
+
+@dataclass
+class Graphs:
+    """The launch's CUDA-graph capture lines (configs/sglang/cuda_graph.toml), by whose graph."""
+
+    lines: dict[str, Line] = field(default_factory=dict)  # role -> its first capture line
+    bs: dict[str, list[int]] = field(default_factory=dict)  # role -> the batch sizes a line listed
+
+    def read(self, role: str, fields: dict[str, Any], line: Line) -> None:
+        self.lines.setdefault(role, line)
+        if fields.get("bs"):
+            try:
+                self.bs[role] = [int(x) for x in fields["bs"].split(",") if x.strip()]
+            except ValueError:
+                pass
 
 
 @dataclass

@@ -15,7 +15,7 @@ from dynspec_cli.verdict import acceptance
 from dynspec_cli.knowledge.features import Feature
 from dynspec_cli.knowledge.findings import Finding, forced_verdict
 from dynspec_cli.knowledge.sglang import V2_SWITCH_ENV, Knowledge, knowledge
-from dynspec_cli.verdict import flagvalues, hunks, plugins, support, workers
+from dynspec_cli.verdict import compute_path, flagvalues, hunks, plugins, support, workers
 from dynspec_cli.verdict.codes import EXIT
 
 
@@ -109,6 +109,7 @@ def _judge(facts, feature, flags, env, patched, k, env_fix) -> dict[str, Any]:
     diff = facts.get("diff") or {}
     hunk_entries: Optional[list[dict]] = None  # per scope of each hunk of --patch (None: no diff given)
     running_path: Optional[hunks.Running] = None
+    path = None
     if not facts.get("ok", False) and not sg.get("found"):
         findings.append(Finding("DS210", facts.get("error") or "the inspector could not run"))
         return _result("unknown" if not sg else "dead", facts, version, worker, patched_out, overlap, findings)
@@ -249,6 +250,9 @@ def _judge(facts, feature, flags, env, patched, k, env_fix) -> dict[str, Any]:
         if th is not None and mr is not None and th >= mr:
             findings.append(Finding("DS103", f"threshold={th} but max_running_requests will be {mr}: the batch can never exceed it.",
                                     params=threshold_fix(th, mr)))
+        # The decode compute path: graphs captured, and the running batch above which decode runs eager.
+        path, found = compute_path.predict(k, version, flags, algo, mr)
+        findings += found
     # The dynamic route, when it ran.
     dyn = facts.get("dynamic")
     if isinstance(dyn, dict) and dyn.get("ok") and dyn.get("worker"):
@@ -274,7 +278,9 @@ def _judge(facts, feature, flags, env, patched, k, env_fix) -> dict[str, Any]:
         v = "reachable"
     else:
         v = "unknown"
-    return _result(v, facts, version, worker, patched_out, overlap, findings, hunk_entries)
+    result = _result(v, facts, version, worker, patched_out, overlap, findings, hunk_entries)
+    result["compute_path"] = path
+    return result
 
 
 def hunk_findings(k: Knowledge, run: hunks.Running, entries: list[dict], facts: dict, feature: Feature) -> list[Finding]:
@@ -355,6 +361,7 @@ def _result(verdict, facts, version, worker, patched, overlap, findings, hunk_en
         "timings": facts.get("timings"),
         # the same keys in every document (cli/preflight.py fills them for a patch that was found)
         "environment": None, "probe_command": None, "probe_command_needs": None, "probe_dir": None, "probe_copy": None, "plugin": None,
+        "compute_path": None,  # the decode graphs predicted (verdict/compute_path.py predict)
     }
 
 

@@ -52,6 +52,9 @@ class VllmLaunch:
     last_log_offset: int = -1  # the last line that is not a launch command
     frames: list = field(default_factory=list)
     past_config: bool = False
+    graphs_off: Optional[Line] = None  # "Cudagraph is disabled under eager mode"
+    mode_changes: list = field(default_factory=list)  # (from, to, backend or None, line): cudagraph_mode changed by vLLM
+    graphs_captured: Optional[Line] = None  # "Graph capturing finished in N secs"
     phase: str = "args"
     last_line: Optional[Line] = None
 
@@ -211,6 +214,9 @@ class VllmJudge:
             if la.runner is None:
                 self._set_runner(la, d["runner"], line, f"line logged by {d['src']}, a file of the {d['runner'].upper()} model runner")
             return
+        if rid in ("cudagraph-eager", "cudagraph-mode-resolved", "cudagraph-mode-overridden", "graph-capture-finished"):
+            self._on_graphs(la, rid, d, line)
+            return
         if rid == "eagle3-aux-layers":
             if la.runner is None:
                 self._set_runner(la, "v2", line, "'Using Eagle3 auxiliary layers ...' is logged only by the V2 runner's EAGLE3 loader")
@@ -235,6 +241,17 @@ class VllmJudge:
             la.last_accept = d.get("accept_len")
         elif rid == "engine-stats" and d.get("gen", 0) > 0:
             la.gen_stats += 1
+
+    @staticmethod
+    def _on_graphs(la: VllmLaunch, rid: str, d: dict, line: Line) -> None:
+        """The CUDA-graph mode: turned off by --enforce-eager, changed by vLLM, captured."""
+        la.past_config = True
+        if rid == "cudagraph-eager":
+            la.graphs_off = la.graphs_off or line
+        elif rid == "graph-capture-finished":
+            la.graphs_captured = la.graphs_captured or line
+        else:
+            la.mode_changes.append((d.get("mode_from"), d.get("mode_to"), d.get("backend"), line))
 
     # --- judging ------------------------------------------------------------------------------
     def verdict(self, *, at_eof: bool = True, quiet_for: float = 0.0, text_lines: int = 0) -> Verdict:
@@ -307,6 +324,22 @@ class VllmJudge:
                                     line=_no(la.dynamic_off), text=clip_text(la.dynamic_off.text)))
         if spec not in (None, "unknown") and la.gen_stats >= 2 and la.metrics == 0:
             findings.append(Finding("DS605", f"{la.gen_stats} engine stats lines show generation, none a SpecDecoding metrics line."))
+        # The CUDA-graph mode (the verdict does not depend on it: a benchmark does).
+        if la.graphs_off is not None:
+            findings.append(Finding("DS617", "vLLM logged 'Cudagraph is disabled under eager mode' (--enforce-eager): "
+                                             "the target decodes without CUDA graphs.", line=_no(la.graphs_off),
+                                    text=clip_text(la.graphs_off.text)))
+        for old_mode, new_mode, backend, line in la.mode_changes[:1]:
+            by = f" because the {backend} attention backend cannot capture it" if backend else ""
+            more = f" ({len(la.mode_changes)} such lines)" if len(la.mode_changes) > 1 else ""
+            findings.append(Finding("DS616", f"vLLM changed cudagraph_mode from {old_mode} to {new_mode}{by}{more}: "
+                                             f"decode does not run in the graphs the configuration asked for.",
+                                    line=_no(line), text=clip_text(line.text)))
+        compute_path = {
+            "graphs_disabled": True if la.graphs_off is not None else None,
+            "cudagraph_mode_changes": [{"from": a, "to": b, "backend": c, "line": _no(ln)} for a, b, c, ln in la.mode_changes],
+            "graphs_captured": True if la.graphs_captured is not None else (False if la.graphs_off is not None else None),
+        }
         # The marker.
         marker = dict(empty_marker)
         if la.markers:
@@ -352,7 +385,7 @@ class VllmJudge:
                   "last_decode": {"accept_len": la.last_accept} if la.last_accept else None}
         return self._make(v, version, method, worker, marker, findings, missing, crash, crashed, launch,
                           ready=la.ready is not None, runner=runner,
-                          claims=_claims(la, crashed, (method, method_line, method_basis), worker))
+                          claims=_claims(la, crashed, (method, method_line, method_basis), worker), compute_path=compute_path)
 
     def _method(self, la: VllmLaunch) -> tuple[Optional[str], Optional[Line], str]:
         """The speculative method and the line that names it: the engine config, the arguments vLLM
@@ -373,11 +406,12 @@ class VllmJudge:
         return None, None, ""
 
     def _make(self, v, version, method, worker, marker, findings, missing, crash, crashed, launch, *, ready=False,
-              runner=None, claims=None):
+              runner=None, claims=None, compute_path=None):
         return VllmVerdict(verdict=v, feature=self.feature.name, engine="vllm", engine_version=version,
                            speculative_algorithm=method, overlap_schedule=None, worker=worker, server_ready=ready,
                            crashed=bool(crashed), crash=crash, marker=marker, findings=findings, launch=launch,
-                           missing=missing, probe=None, claims=claims or no_claims(), model_runner=runner)
+                           missing=missing, probe=None, claims=claims or no_claims(), model_runner=runner,
+                           compute_path=compute_path)
 
     def decided(self, v: Verdict, *, quiet_for: float = 0.0) -> bool:
         return v.verdict in ("dead", "crashed", "live")
