@@ -126,6 +126,8 @@ def verdict_lines(v: dict[str, Any], *, source: str = "") -> list[Line]:
     out.append(_fact("server ready", "yes" if v["server_ready"] else "no" if ready is False else "not seen"))
     if v["crash"]:
         out.append(_fact("crash", f"{v['crash']['exception']} at line {v['crash']['line']}"))
+    if v.get("stopped"):
+        out.append(_fact("stopped", f"by {v['stopped']['signal']} at line {v['stopped']['line']}"))
     if v["findings"]:
         out.append([])
     for f in v["findings"]:

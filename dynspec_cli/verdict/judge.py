@@ -36,6 +36,7 @@ class Judging:
     probe: Optional[dict[str, Any]] = None
     crash: Optional[dict[str, Any]] = None
     crashed: bool = False
+    stopped: Optional[dict[str, Any]] = None
     verdict: str = "inconclusive"
     findings: list[Finding] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
@@ -96,7 +97,7 @@ class Judge:
                     "last_decode": la.decoding.last or None},
             claims=claims.build(self.k, la, j.mask, crashed=j.crashed, worker=j.worker, algorithm=la.config.algorithm,
                                 spec_off=j.spec_off),
-            requested=claims.requested_vs_effective(la),
+            requested=claims.requested_vs_effective(la), stopped=j.stopped,
         )
 
     # --- the steps of a verdict (each reads the launch, adds to `j`) ----------------------
@@ -286,6 +287,12 @@ class Judge:
             if c.decisive or at_eof or quiet_for >= 1.0:
                 j.crashed = True
                 j.add("DS303", f"{c.exception}: {c.message[:300]}".rstrip(": "), line=c.line)
+        stop = la.life.stop
+        if stop is not None:  # a stop is no crash: the verdict stays what the rest of the log says
+            j.stopped = stop.to_json()
+            ended = "; ".join(e.describe() for e in stop.exits)
+            j.add("DS316", f"the server was stopped: {stop.signal} received (sglang drains its requests and shuts down)"
+                           + (f"; {ended}: the stop, not a crash." if ended else "."), line=stop.line, clip=False)
 
     def step_decide(self, j: "Judging") -> None:
         """Dead outranks crashed (the registry says which findings force which); `live` needs

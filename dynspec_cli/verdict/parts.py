@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from dynspec_cli.evidence import exits
 from dynspec_cli.evidence.argv import flag_values
 from dynspec_cli.evidence.lines import Line
 from dynspec_cli.evidence.rules import Observation
@@ -25,6 +26,19 @@ class Crash:
     message: str
     line: Line
     decisive: bool
+
+
+@dataclass
+class Stop:
+    """The server was asked to stop (a `stop` line of log_lines.toml), and the exits that followed."""
+
+    signal: str
+    line: Line
+    exits: list[exits.Exit] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"signal": self.signal, "line": self.line.no or None, "text": self.line.text[:300],
+                "exits": [e.to_json() for e in self.exits]}
 
 
 @dataclass
@@ -163,6 +177,7 @@ class Life:
     past_resolution: bool = False
     phase: str = "args"
     shards: Optional[str] = None
+    stop: Optional[Stop] = None
 
     def argument_error(self, exception: str, message: str, line: Line) -> None:
         """An error-level warning of argument resolution: the launch ends here."""
@@ -186,14 +201,25 @@ class Life:
         self.progress_after_crash = False
         self.past_resolution = True
 
-    def crash_line(self, row, line: Line, *, flag_rejected: bool) -> None:
+    def stopped(self, signal: str, line: Line) -> None:
+        """A stop line: the server was asked to stop; its children's exits after it are the stop's."""
+        self.stop = self.stop or Stop(signal, line)
+
+    def crash_line(self, row, line: Line, data: dict[str, Any], *, flag_rejected: bool) -> None:
         if flag_rejected:
             self.flag_rejected = line
-        if self.crash is not None and row.aftermath:
+        self.past_resolution = True
+        gone = exits.of(data)
+        if self.stop is not None and exits.part_of_stop(row, data):
+            if gone is not None:
+                self.stop.exits.append(gone)
+            return
+        if self.crash is not None and row.aftermath and not self.progress_after_crash:
             self.crash.decisive = self.crash.decisive or row.decisive  # keep the root cause already seen
         else:
-            self.crash = Crash(row.crash, line.msg, line, decisive=row.decisive)
-        self.past_resolution = True
+            # (a crash the server served on after is not this line's cause: this one is the crash now)
+            self.crash = Crash(row.crash, gone.describe() if gone is not None else line.msg, line, decisive=row.decisive)
+            self.progress_after_crash = False
 
     def args_resolved(self) -> None:
         self.past_resolution = True

@@ -43,6 +43,7 @@ class Verdict:
     claims: Optional[dict[str, Any]] = None  # each claim proven with its line, or null (verdict/claims.py)
     requested: Optional[dict[str, Any]] = None  # the log's launch command next to what server_args resolved
     engine: str = "sglang"  # whose log it is (verdict/engines.py)
+    stopped: Optional[dict[str, Any]] = None  # the server was asked to stop: the signal, its line, the exits after it
 
     @property
     def sglang_version(self) -> Optional[str]:
@@ -72,6 +73,7 @@ class Verdict:
             "probe": self.probe,
             "claims": self.claims,
             "requested": self.requested,
+            "stopped": self.stopped,
         }
         if self.engine == "sglang":  # (the name every sglang consumer reads; no other engine's verdict has it)
             doc["sglang_version"] = self.engine_version
