@@ -133,7 +133,7 @@ class Reader:
             return
         la.life.progressed(row, line, d)
         if row.id == "decode-batch":
-            la.decoding.read(d)
+            la.decoding.read(d, line)
         elif row.id == "scheduler-ready-stats" and d.get("max_running_requests"):
             la.config.read_max_running(int(d["max_running_requests"]), line)
 

@@ -10,14 +10,21 @@ them only through the part's methods.
 """
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Deque, Optional
 
 from dynspec_cli.evidence import exits
 from dynspec_cli.evidence.argv import flag_values
 from dynspec_cli.evidence.lines import Line
 from dynspec_cli.evidence.rules import Observation
 from dynspec_cli.knowledge.sglang import Knowledge
+from dynspec_cli.prove import decision
+from dynspec_cli.prove.observations import Decode
+
+# The Decode batch lines kept per scheduler for the effect (the newest): at the default
+# --decode-log-interval of 40 that is 800k decode passes, far more than a verdict needs.
+DECODE_KEPT = 20000
 
 
 @dataclass
@@ -258,14 +265,17 @@ class Life:
 
 @dataclass
 class Decoding:
-    """The launch's `Decode batch` lines."""
+    """The launch's `Decode batch` lines: counts, the highest accept len per running batch, and each
+    scheduler's lines (by DP rank) as prove's observations, for the feature's effect (prove/decision.py)."""
 
     lines: int = 0
     with_accept: int = 0
     last: dict[str, str] = field(default_factory=dict)
     accept_by_batch: dict[int, tuple[int, float]] = field(default_factory=dict)  # running -> (lines, max accept len)
+    by_rank: dict[str, Deque[Decode]] = field(default_factory=dict)
+    _effect: Optional[tuple[tuple, Any]] = None  # (what it was judged on, the Effect): judged again only on new lines
 
-    def read(self, d: dict[str, str]) -> None:
+    def read(self, d: dict[str, str], line: Optional[Line] = None) -> None:
         self.lines += 1
         if "accept_len" in d:
             self.with_accept += 1
@@ -275,6 +285,26 @@ class Decoding:
             except (KeyError, ValueError):
                 pass
         self.last = d
+        try:
+            running = int(d["running"])
+            accept = float(d["accept_len"]) if d.get("accept_len") is not None else None
+        except (KeyError, ValueError):
+            return
+        label = f"DP{line.ranks['DP']}" if line is not None and "DP" in line.ranks else ""
+        ds = self.by_rank.setdefault(label, deque(maxlen=DECODE_KEPT))
+        prev = ds[-1] if ds else None
+        ds.append(Decode(running, accept, None, "log", line.text[:300] if line is not None else "",
+                         line.offset if line is not None else None,
+                         stable=prev is not None and prev.running == running,
+                         no=(line.no or None) if line is not None else None))
+
+    def effect(self, threshold: Optional[int], expect_below: bool, source: Optional[str]):
+        """The feature's effect in these lines, decided as prove decides it (decision.effect)."""
+        key = (self.lines, threshold, expect_below, source)
+        if self._effect is None or self._effect[0] != key:
+            self._effect = (key, decision.effect({lb: list(ds) for lb, ds in self.by_rank.items()}, threshold,
+                                                 expect_below, source))
+        return self._effect[1]
 
 
 @dataclass
