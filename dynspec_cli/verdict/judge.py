@@ -38,7 +38,7 @@ class Judging:
     crashed: bool = False
     stopped: Optional[dict[str, Any]] = None
     effect: Any = None  # decision.Effect: what the Decode batch lines say of the feature at work
-    silent: bool = False  # the announcement was silent and the effect speaks for it (DS318 added)
+    silent: bool = False  # the announcement was silent and the effect speaks for it (DS322 added)
     verdict: str = "inconclusive"
     findings: list[Finding] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
@@ -255,7 +255,7 @@ class Judge:
     def step_effect_evidence(self, j: "Judging") -> None:
         """The feature's behaviour in the Decode batch lines: speculation on/off by running batch against the
         threshold, decided as `prove` decides it (prove/decision.py). Speculating above the threshold on a
-        decided batch contradicts the feature, whatever the marker says (DS317)."""
+        decided batch contradicts the feature, whatever the marker says (DS321)."""
         la, f = j.la, self.feature
         if j.spec_off or not la.decoding.by_rank:
             return
@@ -272,7 +272,7 @@ class Judge:
         if others:
             where += f" and at running batch {', '.join(others)}"
         ran = "the marker ran, but the behaviour did not" if la.markers else "the behaviour did not run"
-        j.add("DS317", f"{where} show accept len {g.accept_len:.2f}: speculation stayed on where the feature turns it "
+        j.add("DS321", f"{where} show accept len {g.accept_len:.2f}: speculation stayed on where the feature turns it "
                        f"off, so {ran} (its hunk sits in a class or method this launch does not run, or its condition "
                        f"never holds).", line=(_line_of(lines[0]) if lines else None) or la.last_line)
 
@@ -327,7 +327,7 @@ class Judge:
         if stop is not None:  # a stop is no crash: the verdict stays what the rest of the log says
             j.stopped = stop.to_json()
             ended = "; ".join(e.describe() for e in stop.exits)
-            j.add("DS316", f"the server was stopped: {stop.signal} received (sglang drains its requests and shuts down)"
+            j.add("DS320", f"the server was stopped: {stop.signal} received (sglang drains its requests and shuts down)"
                            + (f"; {ended}: the stop, not a crash." if ended else "."), line=stop.line, clip=False)
 
     def step_decide(self, j: "Judging") -> None:
@@ -402,7 +402,7 @@ class Judge:
     def _silent(self, j: "Judging", why: str) -> None:
         e = j.effect
         j.silent = True
-        j.add("DS318", f"{why}; yet the Decode batch lines show the feature at work: speculation on at running batch "
+        j.add("DS322", f"{why}; yet the Decode batch lines show the feature at work: speculation on at running batch "
                        f"{_batches([b for b in e.on if b <= e.threshold])} and off at "
                        f"{_batches([b for b in e.off if b > e.threshold])} (threshold {e.threshold}, from the "
                        f"{e.source}). The announcement is silent: judge this patch by its effect (prove) or the probe.",

@@ -74,7 +74,7 @@ def test_speculating_above_the_threshold_is_dead_though_the_marker_logged(tmp_pa
         changed = [i for i, ln in enumerate(text, 1) if ON in ln and re.search(r"#running-req: (6|10),", ln)]
         rc, d = verify(tmp_path, text)
         assert (rc, d["verdict"]) == (1, "dead"), d["findings"]
-        f = next(f for f in d["findings"] if f["code"] == "DS317")
+        f = next(f for f in d["findings"] if f["code"] == "DS321")
         assert f["severity"] == "error" and "the marker ran, but the behaviour did not" in f["message"]
         assert "> threshold 5" in f["message"] and "accept len 4.00" in f["message"]
         assert f["line"] in changed and f["text"] == text[f["line"] - 1]
@@ -104,8 +104,8 @@ def test_a_silent_marker_with_the_effect_visible_is_live(tmp_path):
     rc, d = verify(tmp_path, lines)
     assert (rc, d["verdict"]) == (0, "live"), d["findings"]
     codes = [f["code"] for f in d["findings"]]
-    assert "DS301" not in codes and "DS318" in codes
-    f = next(f for f in d["findings"] if f["code"] == "DS318")
+    assert "DS301" not in codes and "DS322" in codes
+    f = next(f for f in d["findings"] if f["code"] == "DS322")
     assert "The announcement is silent" in f["message"] and "off at 6, 10" in f["message"]
     ev = d["evidence"]
     assert ev["marker"] == "not logged" and ev["verdict_from"] == ["effect"]
@@ -149,6 +149,6 @@ def test_an_override_that_silences_the_marker_is_no_dead_verdict_when_the_effect
     v = judge_text(head + decode, version="0.5.16")
     codes = [f.code for f in v.findings]
     assert v.verdict == "live" and "DS211" not in codes and "DS301" not in codes, codes
-    msg = next(f.message for f in v.findings if f.code == "DS318")
+    msg = next(f.message for f in v.findings if f.code == "DS322")
     assert "StandaloneWorkerV2.__init__ does not call EAGLEWorkerV2.__init__" in msg
     assert v.evidence["verdict_from"] == ["effect"] and v.evidence["effect"]["threshold_from"] == "server_args line"

@@ -61,7 +61,7 @@ def test_a_killed_scheduler_is_a_crash(tmp_path):
     msg = next(f["message"] for f in d["findings"] if f["code"] == "DS303")
     assert "scheduler_0" in msg and "pid 5066" in msg and "-9" in msg and "SIGKILL" in msg
     assert d["claims"]["crashed"]["line"] == n + 1
-    assert d["stopped"] is None and "DS316" not in codes(d)
+    assert d["stopped"] is None and "DS320" not in codes(d)
     assert d["marker"]["found"] is True  # it was live: the crash outranks it
 
 
@@ -77,7 +77,7 @@ def test_a_sigterm_stop_is_not_a_crash(tmp_path):
     assert d["crash"] is None
     assert d["stopped"] == {"signal": "SIGTERM", "line": 1371, "text": SIGTERM,
                             "exits": [{"process": "scheduler_0", "pid": 1729, "exit_code": -15, "signal": "SIGTERM"}]}
-    stop = next(f for f in d["findings"] if f["code"] == "DS316")
+    stop = next(f for f in d["findings"] if f["code"] == "DS320")
     assert stop["severity"] == "info" and stop["line"] == 1371 and "SIGTERM" in stop["message"]
     assert d["claims"]["crashed"] == {"value": False, "line": 1371, "text": SIGTERM,
                                       "basis": d["claims"]["crashed"]["basis"]}
