@@ -169,7 +169,7 @@ def _prove(target, feat, out, json_out, threshold, steps, duration, max_requests
         else:
             paths, note = receipts.find_patched_files(target.host, target.python, feat, target.record.argv)
             files = [(p, "marker-search") for p in paths]
-        rdoc = receipts.build(target.host, target.record, doc, verdict, probe, files, note, target.where)
+        rdoc = receipts.build(target.host, target.record, doc, proof.verdict, probe, files, note, target.where)
         doc["receipt"] = receipts.write(target.host, rdoc)
         doc["patched_files"] = rdoc["patched_files"]
     else:

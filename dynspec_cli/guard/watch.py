@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from dynspec_cli import inject
+from dynspec_cli.evidence import exits
 from dynspec_cli.evidence.rules import Observation
 from dynspec_cli.evidence.scan import Feeder
 from dynspec_cli.guard import adaptive
@@ -53,6 +54,7 @@ class LogTap:
         self.feeder = Feeder(classifier(feature), self, offset=offset, numbered=False)
         self.follow = None
         self.error: Optional[str] = None
+        self.stopping = False  # a stop line was seen: the lines of its children ending are the stop's
 
     def feed(self, obs: Observation) -> None:  # the Feeder's sink
         line = obs.line
@@ -75,7 +77,12 @@ class LogTap:
         elif obs.kind == "landmark" and obs.id in self.serving.startup or obs.kind == "launch":
             self._event("restarted", "the log shows a new start-up of the server (its server_args dump) while "
                                      "the benchmark ran", line.text)
+        elif obs.kind == "landmark" and getattr(obs.landmark, "stop", None):
+            self.stopping = True
+            self._event("died", f"the server was stopped ({obs.landmark.stop} received)", line.text)
         elif obs.kind == "landmark" and _crash(self.knowledge, obs):
+            if self.stopping and exits.part_of_stop(obs.landmark, obs.data):
+                return  # its children ending: the stop already said the server is gone
             self._event("died", f"the server crashed ({_crash(self.knowledge, obs)})", line.text)
 
     def _event(self, kind: str, message: str, text: Optional[str] = None, fatal: bool = True) -> None:
@@ -385,7 +392,8 @@ def _crash(k, obs: Observation) -> Optional[str]:
     row = obs.landmark or getattr(k, "line_by_id", {}).get(obs.id)
     if row is None or not getattr(row, "crash", None) or not getattr(row, "decisive", True):
         return None
-    return row.crash
+    gone = exits.of(obs.data)  # a child's exit code: name the process and the signal that ended it
+    return f"{row.crash}: {gone.describe()}" if gone is not None else row.crash
 
 
 def _float(v) -> Optional[float]:

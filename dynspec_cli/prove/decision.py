@@ -332,3 +332,64 @@ def _span(vals: list[int]) -> str:
 
 def _onoff(v: Optional[bool]) -> Optional[str]:
     return None if v is None else ("on" if v else "off")
+
+
+# --- a whole log's Decode batch lines as evidence (verify) ---------------------------------------
+@dataclass
+class Effect:
+    """What the Decode batch lines of one launch say about the feature at work, decided per running batch
+    exactly as `prove` decides a step (judge_step, against the run's on level): `visible` (speculation on at
+    a batch <= threshold and off above it: the switch only the feature makes), `contradicted` (speculation
+    stayed on at a batch above the threshold: the feature did not act there), `not shown` (no batch decided
+    on both sides), `none` (no threshold to judge against)."""
+
+    threshold: Optional[int]
+    source: Optional[str]  # where the threshold was read
+    state: str
+    groups: list[tuple[str, Group]] = field(default_factory=list)  # (DP rank label or "", group)
+    against: list[tuple[str, Group, list[Decode]]] = field(default_factory=list)  # contradicting groups, their lines
+
+    @property
+    def on(self) -> list[int]:
+        return sorted({g.running for _, g in self.groups if g.evaluated and g.on and g.running is not None})
+
+    @property
+    def off(self) -> list[int]:
+        return sorted({g.running for _, g in self.groups if g.evaluated and g.on is False and g.running is not None})
+
+    def to_json(self) -> dict[str, Any]:
+        return {"state": self.state, "threshold": self.threshold, "threshold_from": self.source,
+                "speculation_on_at": self.on, "speculation_off_at": self.off,
+                "contradicting": [{"rank": lb or None, "running": g.running, "lines": len(ds), "accept_len": g.accept_len,
+                                   "line_numbers": [d.no for d in ds if d.no is not None][:20]} for lb, g, ds in self.against],
+                "groups": [{"rank": lb or None, **g.to_json()} for lb, g in self.groups]}
+
+
+def effect(decode: dict[str, list[Decode]], threshold: Optional[int], expect_below: bool,
+           source: Optional[str] = None) -> Effect:
+    """`decode`: each scheduler's lines in log order (by DP rank label), `stable` marked. A batch is decided
+    on two steady lines or more (judge_step): a steady line's predecessor shows the same batch, so the two
+    cover two whole log intervals (--decode-log-interval forward passes each) at that batch, and the first
+    line after a change of batch (which mixes passes of both) never counts; with the run's on level, a
+    median that is only part way to it is a mix and decides nothing. A single stray line (live-probe.log's
+    one `accept len: 2.07` at batch 6) cannot contradict the feature."""
+    if threshold is None:
+        return Effect(None, source, "none")
+    steps = {lb: Step(0, 0, decode=list(ds)) for lb, ds in decode.items() if ds}
+    for s in steps.values():
+        judge_step(s, threshold, expect_below)
+    level = on_level(list(steps.values()), threshold)
+    out = Effect(threshold, source, "not shown")
+    for lb, s in steps.items():
+        judge_step(s, threshold, expect_below, level)
+        steady = any(g.stable >= 2 for g in s.groups)  # (judge_step's own test: judged on steady lines then)
+        for g in s.groups:
+            out.groups.append((lb, g))
+            if g.evaluated and g.on and is_above(g.running, threshold):
+                lines = [d for d in s.decode if d.running == g.running and (d.stable or not steady)]
+                out.against.append((lb, g, lines))
+    if out.against:
+        out.state = "contradicted"
+    elif any(r > threshold for r in out.off) and any(r <= threshold for r in out.on):
+        out.state = "visible"
+    return out

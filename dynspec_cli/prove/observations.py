@@ -25,6 +25,7 @@ class Decode:
     stable: bool = False  # the previous line of the step showed the same running batch
     awaiting: bool = False  # a vLLM stats line whose SpecDecoding metrics line has not come yet
     seen: float = 0.0  # when guard read it (unix time)
+    no: Optional[int] = None  # its line number in the log (verify's reading; prove and guard read by offset)
 
     def to_json(self) -> dict[str, Any]:
         return {"running": self.running, "accept_len": self.accept_len, "accept_rate": self.accept_rate,

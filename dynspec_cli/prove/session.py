@@ -288,6 +288,16 @@ class Prover:
             if died:
                 break
         proof.ended_at = time.time()
+        if not died and self.t.log and proof.steps:
+            # the log now holds the steps' Decode batch lines, which are evidence for the verdict too (the
+            # feature's effect, judge.step_effect_evidence): prove concludes on the verdict of the log as it is
+            # now, the one `dynspec verify` gives, so the two never contradict each other on the same run
+            try:
+                now, _ = fresh_verdict(self.t, self.feature)
+            except PlanError:
+                now = None
+            if now is not None:
+                proof.verdict = now
         proof.conclusion = decision.conclude(proof.steps, self.plan.threshold, self.expect_below,
                                              verdict=(proof.verdict or {}).get("verdict"), died=died,
                                              max_running=proof.server.get("max_running_requests"))

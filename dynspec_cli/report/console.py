@@ -129,6 +129,14 @@ def verdict_lines(v: dict[str, Any], *, source: str = "") -> list[Line]:
         out.append(_fact("decode graphs", graphs))
     if v["crash"]:
         out.append(_fact("crash", f"{v['crash']['exception']} at line {v['crash']['line']}"))
+    eff = (v.get("evidence") or {}).get("effect") or {}
+    if eff.get("state") in ("visible", "contradicted"):
+        on = ", ".join(map(str, eff["speculation_on_at"])) or "none"
+        off = ", ".join(map(str, eff["speculation_off_at"])) or "none"
+        out.append(_fact("effect", f"{eff['state']}: speculation on at batch {on}, off at {off} "
+                                   f"(threshold {eff['threshold']}, from the {eff['threshold_from']})"))
+    if v.get("stopped"):
+        out.append(_fact("stopped", f"by {v['stopped']['signal']} at line {v['stopped']['line']}"))
     if v["findings"]:
         out.append([])
     for f in v["findings"]:

@@ -52,6 +52,8 @@ def frame_worker(k: Knowledge, la: "Launch", mask: int) -> Optional[tuple[str, s
     module's classes (modules.toml), the most derived when frames show several modules."""
     known = {c.module for c in k.classes}
     for cls, line in la.ev.constructors:
+        if cls.endswith(_NOT_WORKER_SUFFIX):  # a draft worker is built by the worker: the frames name that one
+            continue
         mod = k.module_of_class(cls)
         if mod and k.class_mask(cls) & mask:
             return cls, mod, line
@@ -188,10 +190,15 @@ def build(k: Knowledge, la: "Launch", mask: int, *, crashed: bool, worker: dict[
     else:
         after = [x for x in (la.life.ready, ev.served_line) if x is not None and
                  (ev.trouble_line is None or x.offset > ev.trouble_line.offset)]
+        stop = la.life.stop
         if after and la.life.crash is None or after and la.life.progress_after_crash:
             proof = max(after, key=lambda x: x.offset)
             what = "the server became ready" if proof is la.life.ready else "the server served requests"
             c_crashed = claim(False, proof, f"{what} after the last traceback, and no crash line follows")
+        elif stop is not None and (la.life.crash is None or la.life.progress_after_crash):
+            # the lines after a stop (its children's exits, the launcher's SIGQUIT) are the stop's
+            c_crashed = claim(False, stop.line, f"the server was stopped ({stop.signal} received), and no crash line "
+                                                f"but the stop's own follows")
         else:
             c_crashed = claim(None, None, "no crash line, and no readiness or served request after the last traceback")
     # server_ready

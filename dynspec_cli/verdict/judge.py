@@ -36,6 +36,9 @@ class Judging:
     probe: Optional[dict[str, Any]] = None
     crash: Optional[dict[str, Any]] = None
     crashed: bool = False
+    stopped: Optional[dict[str, Any]] = None
+    effect: Any = None  # decision.Effect: what the Decode batch lines say of the feature at work
+    silent: bool = False  # the announcement was silent and the effect speaks for it (DS322 added)
     verdict: str = "inconclusive"
     findings: list[Finding] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
@@ -81,7 +84,7 @@ class Judge:
             return self._empty(text_lines)
         j = Judging(la)
         for step in (self.step_release, self.step_speculation, self.step_flag, self.step_worker,
-                     self.step_method, self.step_settings, self.step_feature_dead, self.step_marker, self.step_probe, self.step_threshold, self.step_effect,
+                     self.step_effect_evidence, self.step_method, self.step_settings, self.step_feature_dead, self.step_marker, self.step_probe, self.step_threshold, self.step_effect,
                      self.step_compute_path,
                      self.step_ready, lambda j: self.step_crash(j, at_eof=at_eof, quiet_for=quiet_for),
                      self.step_decide):
@@ -98,7 +101,7 @@ class Judge:
                     "last_decode": la.decoding.last or None},
             claims=claims.build(self.k, la, j.mask, crashed=j.crashed, worker=j.worker, algorithm=la.config.algorithm,
                                 spec_off=j.spec_off),
-            requested=claims.requested_vs_effective(la),
+            requested=claims.requested_vs_effective(la), stopped=j.stopped, evidence=self._evidence(j),
             compute_path=j.compute_path,
         )
 
@@ -215,6 +218,10 @@ class Judge:
             return
         patched, method, by = next(iter(a.method_blocked.values()))
         running = " / ".join(sorted({c.cls for c in a.method_blocked}))
+        if self._effect_visible(j):  # the method that announces never runs; the behaviour does
+            self._silent(j, f"this launch runs {running}: {by}.{method} does not call {patched}.{method}, so the "
+                            f"marker logged there never runs")
+            return
         j.add("DS211", f"this launch runs {running}: {by}.{method} does not call {patched}.{method} "
                        f"(sglang {j.version_text or self.k.span(j.mask)}), so the patch in it never runs.",
               line=j.la.config.overlap_line or j.la.config.algorithm_line or j.la.first,
@@ -248,10 +255,36 @@ class Judge:
     def step_threshold(self, j: "Judging") -> None:
         self._threshold(j.la, j.marker, j.findings)
 
+    def step_effect_evidence(self, j: "Judging") -> None:
+        """The feature's behaviour in the Decode batch lines: speculation on/off by running batch against the
+        threshold, decided as `prove` decides it (prove/decision.py). Speculating above the threshold on a
+        decided batch contradicts the feature, whatever the marker says (DS321)."""
+        la, f = j.la, self.feature
+        if j.spec_off or not la.decoding.by_rank:
+            return
+        th, source = self._threshold_value(la)
+        e = j.effect = la.decoding.effect(th, f.expect.speculate_at_or_below_threshold, source)
+        if e.state != "contradicted":
+            return
+        lb, g, lines = max(e.against, key=lambda x: (len(x[2]), x[1].running))
+        nos = [d.no for d in lines if d.no is not None]
+        shown = ", ".join(map(str, nos[:5])) + (f", … (lines {nos[0]}–{nos[-1]})" if len(nos) > 5 else "")
+        where = f"{len(lines)} steady Decode batch lines at running batch {g.running} (> threshold {th}, from the " \
+                f"{source}){' on ' + lb if lb else ''}" + (f", lines {shown}," if nos else "")
+        others = [f"{o.running} ({len(ds)} lines)" for _, o, ds in e.against if o is not g]
+        if others:
+            where += f" and at running batch {', '.join(others)}"
+        ran = "the marker ran, but the behaviour did not" if la.markers else "the behaviour did not run"
+        j.add("DS321", f"{where} show accept len {g.accept_len:.2f}: speculation stayed on where the feature turns it "
+                       f"off, so {ran} (its hunk sits in a class or method this launch does not run, or its condition "
+                       f"never holds).", line=(_line_of(lines[0]) if lines else None) or la.last_line)
+
     def step_effect(self, j: "Judging") -> None:
         """The feature's code runs (its marker) but speculation accepts nothing: accept len ~1.00 on
         every Decode batch line at a running batch where speculation should be on (at or below the
-        marker's threshold, for a feature that promises speculation there; every batch otherwise)."""
+        marker's threshold, for a feature that promises speculation there; every batch otherwise).
+        (Not prove's on/off decision, on purpose: this asks whether any draft token was accepted at all, so
+        one line that accepted some keeps it live; step_effect_evidence asks what prove asks.)"""
         la, f = j.la, self.feature
         if not la.markers or not la.decoding.accept_by_batch:
             return
@@ -283,6 +316,10 @@ class Judge:
         """A ready server that never logged the marker ran other code."""
         la = j.la
         if la.life.ready and not la.markers and not j.spec_off and la.life.flag_rejected is None:
+            if self._effect_visible(j):
+                if not j.silent:
+                    self._silent(j, "the server is ready and the marker was never logged")
+                return
             j.add("DS301", "the server is ready and the marker was never logged.", line=la.life.ready, clip=False)
 
     def step_crash(self, j: "Judging", *, at_eof: bool, quiet_for: float) -> None:
@@ -296,6 +333,12 @@ class Judge:
             if c.decisive or at_eof or quiet_for >= 1.0:
                 j.crashed = True
                 j.add("DS303", f"{c.exception}: {c.message[:300]}".rstrip(": "), line=c.line)
+        stop = la.life.stop
+        if stop is not None:  # a stop is no crash: the verdict stays what the rest of the log says
+            j.stopped = stop.to_json()
+            ended = "; ".join(e.describe() for e in stop.exits)
+            j.add("DS320", f"the server was stopped: {stop.signal} received (sglang drains its requests and shuts down)"
+                           + (f"; {ended}: the stop, not a crash." if ended else "."), line=stop.line, clip=False)
 
     def step_decide(self, j: "Judging") -> None:
         """Dead outranks crashed (the registry says which findings force which); `live` needs
@@ -306,6 +349,8 @@ class Judge:
             j.verdict = forced
         elif la.markers and (j.probe is None or j.probe["proven"]):
             j.verdict = "live"
+        elif j.silent and (j.probe is None or j.probe["proven"] or not j.probe["instrumented"]):
+            j.verdict = "live"  # the behaviour, seen in the Decode batch lines, with the announcement silent
         else:
             j.verdict = "inconclusive"
             missing = j.missing
@@ -335,6 +380,58 @@ class Judge:
                 return la.life.ready is not None
             return True
         return False
+
+    def _threshold_value(self, la: Launch) -> tuple[Optional[int], Optional[str]]:
+        """The feature's threshold, from the code that ran (its marker), else the resolved server_args, else
+        the command dynspec launched (prove reads the same two, plan.threshold_from_argv)."""
+        th = self.feature.threshold
+        if th is None:
+            return None, None
+        for value, source in ((la.markers[0].data.get(th.field) if la.markers else None, "marker"),
+                              (la.config.dump.get(th.arg), "server_args line")):
+            try:
+                if value is not None:
+                    return int(value), source
+            except (TypeError, ValueError):
+                pass
+        argv = la.config.header.get("argv") if isinstance(la.config.header, dict) else None
+        if self.feature.flag and isinstance(argv, list):
+            from dynspec_cli.prove.plan import PlanError, threshold_from_argv
+
+            try:
+                n = threshold_from_argv(argv, self.feature.flag.name)
+            except PlanError:
+                n = None
+            if n is not None:
+                return n, "launch command"
+        return None, None
+
+    def _effect_visible(self, j: "Judging") -> bool:
+        return j.effect is not None and j.effect.state == "visible"
+
+    def _silent(self, j: "Judging", why: str) -> None:
+        e = j.effect
+        j.silent = True
+        j.add("DS322", f"{why}; yet the Decode batch lines show the feature at work: speculation on at running batch "
+                       f"{_batches([b for b in e.on if b <= e.threshold])} and off at "
+                       f"{_batches([b for b in e.off if b > e.threshold])} (threshold {e.threshold}, from the "
+                       f"{e.source}). The announcement is silent: judge this patch by its effect (prove) or the probe.",
+              line=j.la.life.ready or j.la.last_line, clip=False)
+
+    def _evidence(self, j: "Judging") -> dict[str, Any]:
+        """The kinds of evidence the verdict rests on, each with what it says."""
+        la = j.la
+        marker = "logged" if la.markers else "earlier launch" if self.reader.earlier_markers else "not logged"
+        e = j.effect
+        effect = e.to_json() if e is not None else {"state": "none", "threshold": None, "threshold_from": None}
+        basis = []
+        if j.verdict == "live":
+            basis = (["marker"] if la.markers else []) + (["effect"] if e is not None and e.state == "visible" else [])
+            if j.probe is not None and j.probe["proven"] and j.probe["instrumented"]:
+                basis.append("probe")
+        elif j.verdict == "dead" and e is not None and e.state == "contradicted":
+            basis = ["effect"]
+        return {"marker": marker, "effect": effect, "verdict_from": basis}
 
     def _probe_findings(self, la: Launch, findings: list[Finding], worker: dict[str, Any]) -> Optional[dict[str, Any]]:
         pr = la.probe
@@ -419,6 +516,11 @@ class Judge:
                        {"found": False, "line": None, "text": None, "fields": {}, "ranks": []},
                        [Finding("DS304", empty_message(text_lines, "an sglang server"))], {"index": 0, "of": 0}, missing,
                        claims=no_claims())
+
+
+def _line_of(d) -> Optional[Line]:
+    """A decode observation's log line, for a finding's evidence."""
+    return Line(d.no, d.offset or 0, d.text, "") if d.no else None
 
 
 def _batches(vals: list[int]) -> str:

@@ -119,9 +119,12 @@ class Reader:
         if row.id == "server-args-dump":
             self._on_dump(la, obs)
             return
+        if row.stop:
+            la.life.stopped(row.stop, line)
+            return
         if row.crash:
             flag = self.feature.flag
-            la.life.crash_line(row, line, flag_rejected=row.id == "unrecognized-arguments" and bool(flag)
+            la.life.crash_line(row, line, d, flag_rejected=row.id == "unrecognized-arguments" and bool(flag)
                                and flag.name in d.get("args", "").split())
             return
         if row.crash_start:

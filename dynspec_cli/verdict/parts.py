@@ -11,13 +11,21 @@ them only through the part's methods.
 """
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Deque, Optional
 
+from dynspec_cli.evidence import exits
 from dynspec_cli.evidence.argv import flag_values
 from dynspec_cli.evidence.lines import Line
 from dynspec_cli.evidence.rules import Observation
 from dynspec_cli.knowledge.sglang import Knowledge
+from dynspec_cli.prove import decision
+from dynspec_cli.prove.observations import Decode
+
+# The Decode batch lines kept per scheduler for the effect (the newest): at the default
+# --decode-log-interval of 40 that is 800k decode passes, far more than a verdict needs.
+DECODE_KEPT = 20000
 
 
 @dataclass
@@ -26,6 +34,19 @@ class Crash:
     message: str
     line: Line
     decisive: bool
+
+
+@dataclass
+class Stop:
+    """The server was asked to stop (a `stop` line of log_lines.toml), and the exits that followed."""
+
+    signal: str
+    line: Line
+    exits: list[exits.Exit] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"signal": self.signal, "line": self.line.no or None, "text": self.line.text[:300],
+                "exits": [e.to_json() for e in self.exits]}
 
 
 @dataclass
@@ -164,6 +185,7 @@ class Life:
     past_resolution: bool = False
     phase: str = "args"
     shards: Optional[str] = None
+    stop: Optional[Stop] = None
 
     def argument_error(self, exception: str, message: str, line: Line) -> None:
         """An error-level warning of argument resolution: the launch ends here."""
@@ -187,14 +209,25 @@ class Life:
         self.progress_after_crash = False
         self.past_resolution = True
 
-    def crash_line(self, row, line: Line, *, flag_rejected: bool) -> None:
+    def stopped(self, signal: str, line: Line) -> None:
+        """A stop line: the server was asked to stop; its children's exits after it are the stop's."""
+        self.stop = self.stop or Stop(signal, line)
+
+    def crash_line(self, row, line: Line, data: dict[str, Any], *, flag_rejected: bool) -> None:
         if flag_rejected:
             self.flag_rejected = line
-        if self.crash is not None and row.aftermath:
+        self.past_resolution = True
+        gone = exits.of(data)
+        if self.stop is not None and exits.part_of_stop(row, data):
+            if gone is not None:
+                self.stop.exits.append(gone)
+            return
+        if self.crash is not None and row.aftermath and not self.progress_after_crash:
             self.crash.decisive = self.crash.decisive or row.decisive  # keep the root cause already seen
         else:
-            self.crash = Crash(row.crash, line.msg, line, decisive=row.decisive)
-        self.past_resolution = True
+            # (a crash the server served on after is not this line's cause: this one is the crash now)
+            self.crash = Crash(row.crash, gone.describe() if gone is not None else line.msg, line, decisive=row.decisive)
+            self.progress_after_crash = False
 
     def args_resolved(self) -> None:
         self.past_resolution = True
@@ -233,7 +266,8 @@ class Life:
 
 @dataclass
 class Decoding:
-    """The launch's `Decode batch` lines."""
+    """The launch's `Decode batch` lines: counts, the highest accept len per running batch, and each
+    scheduler's lines (by DP rank) as prove's observations, for the feature's effect (prove/decision.py)."""
 
     lines: int = 0
     with_accept: int = 0
@@ -241,6 +275,8 @@ class Decoding:
     accept_by_batch: dict[int, tuple[int, float]] = field(default_factory=dict)  # running -> (lines, max accept len)
     graph_by_batch: dict[int, list[int]] = field(default_factory=dict)  # running -> [lines in a graph, lines eager]
     eager_line: Optional[Line] = None  # the last line that says `cuda graph: False`
+    by_rank: dict[str, Deque[Decode]] = field(default_factory=dict)
+    _effect: Optional[tuple[tuple, Any]] = None  # (what it was judged on, the Effect): judged again only on new lines
 
     def read(self, d: dict[str, str], line: Optional[Line] = None) -> None:
         self.lines += 1
@@ -259,6 +295,26 @@ class Decoding:
                 pass
         # (`graph` not in `last`: the launch JSON keeps its shape; the verdict's compute_path has it)
         self.last = {k: v for k, v in d.items() if k != "graph"} if graph is not None else d
+        try:
+            running = int(d["running"])
+            accept = float(d["accept_len"]) if d.get("accept_len") is not None else None
+        except (KeyError, ValueError):
+            return
+        label = f"DP{line.ranks['DP']}" if line is not None and "DP" in line.ranks else ""
+        ds = self.by_rank.setdefault(label, deque(maxlen=DECODE_KEPT))
+        prev = ds[-1] if ds else None
+        ds.append(Decode(running, accept, None, "log", line.text[:300] if line is not None else "",
+                         line.offset if line is not None else None,
+                         stable=prev is not None and prev.running == running,
+                         no=(line.no or None) if line is not None else None))
+
+    def effect(self, threshold: Optional[int], expect_below: bool, source: Optional[str]):
+        """The feature's effect in these lines, decided as prove decides it (decision.effect)."""
+        key = (self.lines, threshold, expect_below, source)
+        if self._effect is None or self._effect[0] != key:
+            self._effect = (key, decision.effect({lb: list(ds) for lb, ds in self.by_rank.items()}, threshold,
+                                                 expect_below, source))
+        return self._effect[1]
 
 
 @dataclass

@@ -44,6 +44,10 @@ class Verdict:
     requested: Optional[dict[str, Any]] = None  # the log's launch command next to what server_args resolved
     engine: str = "sglang"  # whose log it is (verdict/engines.py)
     compute_path: Optional[dict[str, Any]] = None  # CUDA graphs captured and used (verdict/compute_path.py); null: not judged
+    stopped: Optional[dict[str, Any]] = None  # the server was asked to stop: the signal, its line, the exits after it
+    # the kinds of evidence: the marker, the effect (Decode batch lines by running batch against the
+    # threshold), and which of them the verdict rests on (`verdict_from`)
+    evidence: Optional[dict[str, Any]] = None
 
     @property
     def sglang_version(self) -> Optional[str]:
@@ -74,6 +78,8 @@ class Verdict:
             "claims": self.claims,
             "requested": self.requested,
             "compute_path": self.compute_path,
+            "stopped": self.stopped,
+            "evidence": self.evidence,
         }
         if self.engine == "sglang":  # (the name every sglang consumer reads; no other engine's verdict has it)
             doc["sglang_version"] = self.engine_version

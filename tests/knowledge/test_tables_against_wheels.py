@@ -208,6 +208,8 @@ OWN_CHECK_LINES = {  # rows checked by a test of their own below
     "child-exit-code": "test_crash_line_in_sglang_source",
     "child-failed-cut": "test_crash_line_in_sglang_source",
     "prefill-batch": "test_crash_line_in_sglang_source",
+    "subprocess-crashed": "test_crash_line_in_sglang_source",
+    "sigterm-received": "test_crash_line_in_sglang_source",
 }
 BAR = "% Completed | "  # tqdm's bar format of sglang's weight loaders
 SGLANG_LINES = [x for x in K.log_lines if x.id not in FOREIGN_LINES and x.id not in OWN_CHECK_LINES]
