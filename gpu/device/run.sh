@@ -19,7 +19,8 @@ mkdir -p "$OUT" "$A" "$W/logs"
 export PYTHONPATH=/tmp/site LD_LIBRARY_PATH=$PWD/.gpu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 HF_HUB_OFFLINE=1
 say() { local ms=$(( ($(date +%s%N) - T0) / 1000000 )); printf '[%5d.%01ds] %s\n' $((ms / 1000)) $((ms % 1000 / 100)) "$*"; }
-dynspec() { "$PY" -m dynspec_cli "$@"; }
+# -P: not the checkout in the current folder but the wheel installed into /tmp/site, as users run it (issue 28)
+dynspec() { "$PY" -P -m dynspec_cli "$@"; }
 timed() {  # timed NAME CMD... : run, print and record its wall time and exit code
   local name=$1; shift; local s=$(date +%s%N)
   "$@"; local rc=$?
@@ -42,6 +43,7 @@ stage_install() {
   timed install "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target /tmp/site .gpu/wheels/*.whl || return 1
   "$PY" -c "import torch, sgl_kernel, sglang, dynspec_cli; print('torch', torch.__version__, 'sglang', sglang.__version__, 'sgl_kernel', sgl_kernel.__version__, 'cuda', torch.cuda.is_available())"
+  dynspec --version | tee "$A/dynspec-version.txt"  # the tables must be the wheel's, under /tmp/site
 }
 stage_model() { "$PY" gpu/device/make_model.py "$W/model"; }
 stage_jit() {  # flashinfer builds its norm kernels once (nvcc, cached in ~/.cache/flashinfer): before any timing
