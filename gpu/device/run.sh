@@ -3,7 +3,8 @@
 #     bash gpu/device/run.sh [STAGE...]        (default: every stage, in this order)
 # Stages: install model patch jit raw preflight launch prove gate throughput stop noprobe dead
 #         (and, not by default: starve adaptive pinned: `bash gpu/device/run.sh install model patch starve jit adaptive pinned`;
-#          crash cudagraph: `bash gpu/device/run.sh install model patch jit cudagraph crash`)
+#          crash cudagraph: `bash gpu/device/run.sh install model patch jit cudagraph crash`;
+#          the patch matrix: matrixd matrixe)
 # Prints where it got to ([  12.3s] stage ...); everything it gathers goes to $OUT/artifacts.tgz.
 set -u -o pipefail
 export PYTHONUNBUFFERED=1
@@ -155,6 +156,26 @@ stage_cudagraph() {
   dynspec verify "$W/logs/tiny-eager.log" --json > "$A/verify-eager.json"
   dynspec stop tiny-eager 2>&1 | tail -1; gone
 }
+
+# Issue 29's matrix on the real server: one placement of the feature per diff (gpu/patches/README.md has the
+# truth expected from reading sglang's code). Each case gets its own pristine sglang under /tmp/site-CASE, first
+# on the server's PYTHONPATH; launched past preflight so that the server shows what the patch really does.
+matrix_case() {  # matrix_case LETTER DIFF
+  local c=$1 diff=$2 site=/tmp/site-$1 name=tiny-m$1
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$site" .gpu/wheels/sglang-0.5.12.post1-*.whl
+  "$PY" gpu/device/apply_patch.py "$site" "$diff"
+  PYTHONPATH=$site:/tmp/site timed "preflight_m$c" dynspec preflight "$PROFILE" --patch "$diff" --json > "$A/preflight-m$c.json"
+  PYTHONPATH=$site:/tmp/site dynspec preflight "$PROFILE" --patch "$diff" 2>&1 | tail -14 | tee "$A/preflight-m$c.txt"
+  timed "launch_m$c" dynspec launch "$PROFILE" --no-preflight --name $name --timeout 200 --env PYTHONPATH=$site:/tmp/site \
+    2>&1 | tail -10 | tee "$A/launch-m$c.txt"
+  timed "prove_m$c" dynspec prove $name --steps 1,5,6,10 --duration 6 --max-new-tokens 128 --report "$A/prove-m$c" \
+    2>&1 | tail -16 | tee "$A/prove-m$c.txt"
+  dynspec stop $name 2>&1 | tail -1; gone
+  timed "verify_m$c" dynspec verify "$W/logs/$name.log" --json > "$A/verify-m$c.json"
+  dynspec verify "$W/logs/$name.log" 2>&1 | grep -E "DEAD|LIVE|CRASH|INCONCL|DS3|DS2|effect" | head -8
+}
+stage_matrixd() { matrix_case d gpu/patches/d-behaviour-in-v1-draft-0.5.12.post1.diff; }
+stage_matrixe() { matrix_case e gpu/patches/e-only-server-args-0.5.12.post1.diff; }
 
 STAGES=${*:-install model patch jit raw preflight launch prove gate throughput stop noprobe dead}
 for s in $STAGES; do
