@@ -177,6 +177,42 @@ matrix_case() {  # matrix_case LETTER DIFF
 stage_matrixd() { matrix_case d gpu/patches/d-behaviour-in-v1-draft-0.5.12.post1.diff; }
 stage_matrixe() { matrix_case e gpu/patches/e-only-server-args-0.5.12.post1.diff; }
 
+# Issue 32 (a machine of two GPUs only: `bash gpu/device/run.sh install model patch jit tp2 dpattn rank1dead`);
+# what each stage should show is written down before the run in gpu/device/TWO-GPU.md.
+TP2=gpu/device/tiny-eagle3-tp2.toml
+stage_tp2() {
+  nvidia-smi -L | tee "$A/gpus.txt"
+  timed preflight_tp2 dynspec preflight "$TP2" --patch "$DIFF" --json > "$A/preflight-tp2.json"
+  timed launch_tp2 dynspec launch "$TP2" 2>&1 | tail -14 | tee "$A/launch-tp2.txt"
+  grep -a "DYNSPEC-PROBE" "$W/logs/tiny-tp2.log" > "$A/probe-lines-tp2.txt"
+  timed prove_tp2 dynspec prove tiny-tp2 --steps 1,5,6,10 --duration 8 --max-new-tokens 128 --report "$A/prove-tp2" \
+    2>&1 | tail -16 | tee "$A/prove-tp2.txt"
+  timed gate_tp2 dynspec gate tiny-tp2 2>&1 | tee "$A/gate-tp2.txt"
+  timed guard_tp2 dynspec guard tiny-tp2 --window 5 --report "$A/guard-tp2.json" -- \
+    "$PY" gpu/device/throughput.py $PORT --concurrency 2 --duration 20 > "$A/guard-tp2.out" 2> "$A/guard-tp2.err"
+  tail -12 "$A/guard-tp2.err"; http /metrics > "$A/metrics-tp2.txt"
+  timed stop_tp2 dynspec stop tiny-tp2 2>&1 | tail -2; gone; nvidia-smi --query-compute-apps=pid --format=csv,noheader | tee "$A/gpu-procs-after-stop.txt"
+}
+stage_dpattn() {
+  timed launch_dpattn dynspec launch "$TP2" --name tiny-dpattn --set enable-dp-attention=true --set dp-size=2 2>&1 | tail -14 \
+    | tee "$A/launch-dpattn.txt"
+  if dynspec status tiny-dpattn 2>&1 | grep -q alive; then
+    timed guard_dpattn dynspec guard tiny-dpattn --window 5 --report "$A/guard-dpattn.json" -- \
+      "$PY" gpu/device/throughput.py $PORT --concurrency 4 --duration 20 > "$A/guard-dpattn.out" 2> "$A/guard-dpattn.err"
+    tail -12 "$A/guard-dpattn.err"; http /metrics > "$A/metrics-dpattn.txt"
+  fi
+  dynspec stop tiny-dpattn 2>&1 | tail -1; gone
+}
+stage_rank1dead() {  # rank 1's scheduler killed while serving: launch/guard must name the rank
+  timed launch_r1 dynspec launch "$TP2" --name tiny-r1 2>&1 | tail -6 | tee "$A/launch-r1.txt"
+  local r1; r1=$(pgrep -f "sglang::scheduler_TP1" | head -1); say "SIGKILL TP1 scheduler pid $r1"
+  ( sleep 8; kill -9 "$r1" ) &
+  timed guard_r1 dynspec guard tiny-r1 --window 5 --report "$A/guard-r1.json" -- \
+    "$PY" gpu/device/throughput.py $PORT --concurrency 2 --duration 20 > "$A/guard-r1.out" 2> "$A/guard-r1.err"
+  tail -12 "$A/guard-r1.err"; dynspec verify "$W/logs/tiny-r1.log" 2>&1 | tail -12 | tee "$A/verify-r1.txt"
+  dynspec stop tiny-r1 2>&1 | tail -1; gone
+}
+
 STAGES=${*:-install model patch jit raw preflight launch prove gate throughput stop noprobe dead}
 for s in $STAGES; do
   say "stage $s"
