@@ -146,9 +146,9 @@ def unwatched(p: Placement, error: Exception, *, keep: bool, detach: bool, since
     name = p.name
     try:
         rec = rec or p.started(since)
-        if rec is None:
-            fate = f"run {name} was not started; no process of it runs"
-        elif (cut := p.unresolved(rec)):
+        if rec is None:  # nothing was started: the error alone is the whole story (bad input stays one line)
+            return error
+        if (cut := p.unresolved(rec)):
             fate = f"run {name} may still be running ({cut}); stop it with: {p.hint('stop', rec)}"
         elif keep or detach:
             p.mark(rec, why)
@@ -160,10 +160,12 @@ def unwatched(p: Placement, error: Exception, *, keep: bool, detach: bool, since
             fate = (f"stopped {name}; no process of it remains" if not left else
                     f"run {name} may still be running ({left}); stop it with: {p.hint('stop', rec)}")
     except KeyboardInterrupt:
-        fate = f"run {name} may still be running (interrupted while it was being stopped)"
-        fate += f"; stop it with: {p.hint('stop', rec)}" if rec is not None else ""
+        if rec is None:
+            return error
+        fate = f"run {name} may still be running (interrupted while it was being stopped); stop it with: {p.hint('stop', rec)}"
     except (RunError, TransportError, OSError) as e:
-        fate = f"run {name} may still be running (it could not be stopped: {e})"
-        fate += f"; stop it with: {p.hint('stop', rec)}" if rec is not None else ""
+        if rec is None:  # the host cannot even say whether this launch started anything: the error says why
+            return error
+        fate = f"run {name} may still be running (it could not be stopped: {e}); stop it with: {p.hint('stop', rec)}"
     setattr(error, FATE, fate)
     return error

@@ -58,7 +58,7 @@ def test_a_program_that_cannot_start_is_still_json(tmp_path, monkeypatch):
     broken.mkdir()
     (broken / "__init__.py").write_text("")
     (broken / "main.py").write_text("import this_module_does_not_exist\n")
-    monkeypatch.setattr(inject, "HERE", tmp_path)
+    monkeypatch.setattr(inject, "script", lambda name: tmp_path / name)  # a folder of programs beside ours
     inject.program.cache_clear()
     try:
         text = inject.program("broken")
