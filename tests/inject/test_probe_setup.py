@@ -29,7 +29,7 @@ def test_probe_env_puts_the_probe_first_and_never_an_empty_entry():
     remote = ps.probe_env([TARGET], existing_pythonpath=None, probe_dir="/opt/dynspec/probe")
     assert remote["PYTHONPATH"] == "/opt/dynspec/probe"
     cfg = json.loads(env[ps.ENV_VAR])
-    assert cfg == {"v": 1, "targets": [{**TARGET, "lines": [638, 639, 640]}]}
+    assert cfg == {"v": 2, "targets": [{**TARGET, "lines": [638, 639, 640]}]}
     assert set(env) == {"PYTHONPATH", "DYNSPEC_PROBE"}
 
 
