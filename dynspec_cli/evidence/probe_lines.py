@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Optional
 
 PREFIX = "DYNSPEC-PROBE "
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # lines: 2 adds "hunk" events; lines of v1 read the same
 
 
 def payload(msg: str) -> Optional[str]:

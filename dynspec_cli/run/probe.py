@@ -27,7 +27,11 @@ if TYPE_CHECKING:
 PROBE_DIR = inject.script("probe")
 PROBE_FILES = ("sitecustomize.py", "_dynspec_probe.py", "_dynspec_probe_events.py", "_dynspec_probe_code.py")
 ENV_VAR = "DYNSPEC_PROBE"
-EVENTS = ("start", "entry", "sglang", "server_args", "module", "worker", "hit", "coverage", "error")
+EVENTS = ("start", "entry", "sglang", "server_args", "module", "worker", "hit", "hunk", "coverage", "error")
+# the roles of preflight's hunk entries (verdict/hunks.py) the probe watches: comments change nothing
+# that runs, server_args.py hunks are judged as flags, a plugin's own files are not sglang's modules
+HUNK_ROLES = ("behaviour", "marker", "marker+behaviour")
+WATCHED_ROLES = HUNK_ROLES
 ROLES = ("launcher", "scheduler", "detokenizer", "tokenizer", "dp_controller", "other")
 
 _OPTIONS = {
@@ -70,6 +74,15 @@ def normalize_targets(targets: Iterable[Mapping[str, Any]]) -> list[dict]:
         if fn:
             entry["function"] = fn
         entry["lines"] = sorted(set(lines))
+        if t.get("hunk") is not None:  # one hunk of the diff (schema v2): reported by "hunk" lines
+            if not isinstance(t["hunk"], (int, str)) or isinstance(t["hunk"], bool):
+                raise ValueError(f"target {i}: 'hunk' must be an id (int or string), got {t['hunk']!r}")
+            entry["hunk"] = t["hunk"]
+            role = t.get("role")
+            if role is not None and role not in HUNK_ROLES:
+                raise ValueError(f"target {i}: 'role' must be one of {', '.join(HUNK_ROLES)}, got {role!r}")
+            if role:
+                entry["role"] = role
         out.append(entry)
     return out
 
@@ -129,8 +142,12 @@ def probe_files() -> dict[str, bytes]:
 
 
 def probe_targets(feature: "Feature", preflight_result: Optional[dict], patched: list[str] | None) -> list[dict]:
-    """What the in-server probe instruments: where preflight found the patch, else the feature's
-    usual location (module-relative, so it resolves in whatever sglang the server imports)."""
+    """What the in-server probe instruments: every hunk of the judged `--patch` diff (preflight's
+    `hunks`), else where preflight found the patch, else the feature's usual location
+    (module-relative, so it resolves in whatever sglang the server imports)."""
+    hunks = hunk_targets((preflight_result or {}).get("hunks") or [])
+    if hunks:
+        return hunks
     found = [p for p in (preflight_result or {}).get("patched") or [] if p.get("file")]
     if found:
         return [{"file": p["file"], "class": p.get("class"), "function": p.get("function"),
@@ -141,4 +158,30 @@ def probe_targets(feature: "Feature", preflight_result: Optional[dict], patched:
             continue
         out.append({"file": f"sglang/srt/speculative/{loc.module.replace('.', '/')}.py", "class": loc.cls,
                     "function": loc.function, "lines": []})
+    return out
+
+
+def _module_path(diff_path: str) -> str:
+    """`python/sglang/srt/x.py` (a git diff of an sglang checkout) as the probe's module-relative
+    path `sglang/srt/x.py`: resolves in whatever sglang the server imports."""
+    p = diff_path.replace(os.sep, "/")
+    at = p.find("sglang/")
+    return p[at:] if at >= 0 else p
+
+
+def hunk_targets(hunks: Iterable[Mapping[str, Any]]) -> list[dict]:
+    """One probe target per judged hunk scope (preflight JSON `hunks`: file, installed, class,
+    function, lines, role) that runs code: behaviour and marker hunks; comment, flag (server_args.py)
+    and plugin hunks are not watched (see WATCHED_ROLES). The hunk id is its index in `hunks`, so a
+    `hunk` probe line names the preflight entry it proves."""
+    out = []
+    for i, h in enumerate(hunks):
+        if h.get("role") not in WATCHED_ROLES or not h.get("lines"):
+            continue
+        # module-relative (from the installed path when there is one): the server may run on another host
+        file = _module_path(h.get("installed") or h.get("file") or "")
+        if not file.endswith(".py"):
+            continue
+        out.append({"file": file, "class": h.get("class") or None, "function": h.get("function") or None,
+                    "lines": [n for n in h["lines"] if isinstance(n, int) and n > 0], "hunk": i, "role": h["role"]})
     return out

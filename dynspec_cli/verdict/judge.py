@@ -18,6 +18,13 @@ from dynspec_cli.verdict.codes import ACCEPT_EPS
 from dynspec_cli.verdict.launch import Launch, Reader
 from dynspec_cli.verdict.result import Verdict, clip_text, empty_message, no_claims
 
+# Decode batch lines served with the probe watching the diff's behaviour hunks and none of them ever
+# executed (nor its function called) before the verdict is dead (DS325). A behaviour hunk in a draft or
+# verify method runs on every speculative decode pass, and its `hunk` line is written by the scheduler
+# itself before that pass's Decode batch line (same process, same fd 2), so one line would do for one
+# rank; 3 lines (120 decode passes at sglang's default --decode-log-interval 40) leave room for the
+# lines of other ranks interleaving and match INEFFECTIVE_LINES.
+DEAD_HUNK_DECODE_LINES = 3
 INEFFECTIVE_LINES = 3  # Decode batch lines where speculation should be on, all at ~1.00, before DS314
 
 
@@ -349,6 +356,8 @@ class Judge:
             j.verdict = forced
         elif la.markers and (j.probe is None or j.probe["proven"]):
             j.verdict = "live"
+        elif j.probe is not None and (j.probe.get("hunks") or {}).get("live"):
+            j.verdict = "live"  # the diff's behaviour ran on every scheduler rank, the marker silent (DS323)
         elif j.silent and (j.probe is None or j.probe["proven"] or not j.probe["instrumented"]):
             j.verdict = "live"  # the behaviour, seen in the Decode batch lines, with the announcement silent
         else:
@@ -459,6 +468,10 @@ class Judge:
         scheds = [r for r in ranks if r["role"] == "scheduler" or r["worker"]]
         without = [r for r in scheds if not r["hits"]]
         proven = bool(pr.instrumented and scheds and not without) or (not pr.instrumented and bool(la.markers))
+        hunks = self._hunk_findings(la, findings, scheds) if pr.behaviour_hunks else None
+        if hunks is not None:  # the diff's behaviour hunks decide, not the marker's method
+            proven = hunks["live"]
+            without = []
         skipped = [r for r in scheds if r["worker"] and not r["loaded"]]
         if self.feature.plugin is not None and pr.targets and skipped:
             # (load_plugins() runs first in run_scheduler_process: a built worker without the plugin's
@@ -472,7 +485,42 @@ class Judge:
         elif without and la.life.ready is not None:
             findings.append(Finding("DS312", "no execution of the patched code on " + ", ".join(
                 f"pid {r['pid']}" + (f" rank {r['rank']}" if r["rank"] else "") for r in without) + "."))
-        return {"proven": proven, "version": pr.version, "ranks": ranks, "instrumented": pr.instrumented, "errors": pr.errors}
+        out = {"proven": proven, "version": pr.version, "ranks": ranks, "instrumented": pr.instrumented, "errors": pr.errors}
+        if hunks is not None:
+            out["hunks"] = hunks
+        return out
+
+    def _hunk_findings(self, la: Launch, findings: list[Finding], scheds: list[dict]) -> dict[str, Any]:
+        """The probe watched every hunk of the diff (schema v2): live when a behaviour hunk executed on
+        every scheduler rank (DS323, the marker or not), dead when DEAD_HUNK_DECODE_LINES Decode batch
+        lines were served and no behaviour hunk ever ran nor its function was called (DS325)."""
+        pr = la.probe
+        procs = {p["pid"]: p for p in pr.procs.values()}
+
+        def where(r):
+            return f"pid {r['pid']}" + (f" rank {_rank(r['rank'])}" if r["rank"] else "")
+
+        ran = [r for r in scheds if procs[r["pid"]]["behaviour_ran"]]
+        missing = [r for r in scheds if not procs[r["pid"]]["behaviour_ran"]]
+        called = [r for r in missing if procs[r["pid"]]["behaviour_called"]]
+        decode = la.decoding.lines
+        live = bool(scheds) and not missing
+        if live:
+            line = pr.first_hunk
+            findings.append(Finding("DS323", f"behaviour hunk(s) of the diff executed on every scheduler rank ({len(ran)}: "
+                                    + ", ".join(where(r) for r in ran) + ")" + ("" if la.markers else "; the marker never logged") + ".",
+                                    line=line.no if line else None, text=clip_text(line.text) if line else None))
+        elif ran:
+            findings.append(Finding("DS324", f"behaviour hunk(s) ran on {len(ran)} of {len(scheds)} scheduler ranks; none on "
+                                    + ", ".join(where(r) for r in missing) + "."))
+        elif called and la.life.ready is not None:
+            findings.append(Finding("DS326", "the functions holding the behaviour hunks were called on " + ", ".join(
+                where(r) for r in called) + f", but no line of a behaviour hunk executed ({decode} Decode batch lines)."))
+        elif decode >= DEAD_HUNK_DECODE_LINES:
+            findings.append(Finding("DS325", f"{decode} Decode batch lines served (>= {DEAD_HUNK_DECODE_LINES}, N of DS325) and none of the "
+                                    f"{pr.behaviour_hunks} behaviour hunk(s) of the diff executed, nor was its function called, on any process."))
+        return {"behaviour_hunks": pr.behaviour_hunks, "live": live, "decode_lines": decode,
+                "ranks": [{"pid": r["pid"], "rank": r["rank"], "ran": sorted(map(str, procs[r["pid"]]["behaviour_ran"]))} for r in scheds]}
 
     def _basis(self, la: Launch, mask: int, a: workers.WorkerAnalysis) -> str:
         k = self.k
@@ -525,3 +573,9 @@ def _line_of(d) -> Optional[Line]:
 
 def _batches(vals: list[int]) -> str:
     return ", ".join(map(str, vals)) if len(vals) <= 4 else f"{vals[0]}–{vals[-1]}"
+
+
+def _rank(rank: Any) -> str:
+    if isinstance(rank, dict):
+        return ",".join(f"{k}{v}" for k, v in rank.items() if v) or "tp0"
+    return str(rank)

@@ -347,10 +347,13 @@ class ProbeState:
     errors: int = 0
     targets: int = 0  # how many patched targets the probe was given
     first_hit: Optional[Line] = None
+    behaviour_hunks: int = 0  # how many behaviour hunks of the diff the probe watches (schema v2 start lines)
+    first_hunk: Optional[Line] = None  # the first `hunk` line of a behaviour hunk
 
     def proc(self, ev: dict) -> dict[str, Any]:
         p = self.procs.setdefault(int(ev.get("pid", 0)), {"pid": ev.get("pid"), "role": None, "rank": None,
-                                                          "worker": None, "hits": 0, "loaded": False})
+                                                          "worker": None, "hits": 0, "loaded": False,
+                                                          "behaviour_ran": set(), "behaviour_called": set()})
         if ev.get("role") and ev.get("role") != "other":
             p["role"] = ev["role"]
         if ev.get("rank"):
@@ -367,6 +370,8 @@ class ProbeState:
         kind = ev.get("event")
         if kind == "start" and isinstance(ev.get("targets"), int):
             self.targets = max(self.targets, ev["targets"])
+        if kind == "start" and isinstance(ev.get("behaviour_hunks"), int):
+            self.behaviour_hunks = max(self.behaviour_hunks, ev["behaviour_hunks"])
         if kind == "sglang" and isinstance(ev.get("version"), str):
             self.version, self.version_line = ev["version"], line
         elif kind == "module":
@@ -385,5 +390,11 @@ class ProbeState:
         elif kind == "hit":
             p["hits"] += 1
             self.first_hit = self.first_hit or line
+            if "behaviour" in str(ev.get("hunk_role")):
+                p["behaviour_called"].add(ev.get("hunk"))
+        elif kind == "hunk":
+            if "behaviour" in str(ev.get("hunk_role")):
+                p["behaviour_ran"].add(ev.get("hunk"))
+                self.first_hunk = self.first_hunk or line
         elif kind == "error":
             self.errors += 1

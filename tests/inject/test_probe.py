@@ -32,10 +32,10 @@ def sha(path) -> str:
 
 
 def assert_well_formed(run_) -> None:
-    """Every probe line is one whole JSON object of schema v1 with the common fields."""
+    """Every probe line is one whole JSON object of schema v2 with the common fields."""
     assert run_.probe_lines, "no probe lines at all"
     for rec in run_.records:
-        assert rec["v"] == 1 and rec["event"] in EVENTS, rec
+        assert rec["v"] == 2 and rec["event"] in EVENTS, rec
         assert isinstance(rec["pid"], int) and isinstance(rec["ppid"], int) and isinstance(rec["ts"], float)
         assert rec["role"] in ROLES, rec
     for line in run_.probe_lines:

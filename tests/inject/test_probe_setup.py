@@ -29,7 +29,7 @@ def test_probe_env_puts_the_probe_first_and_never_an_empty_entry():
     remote = ps.probe_env([TARGET], existing_pythonpath=None, probe_dir="/opt/dynspec/probe")
     assert remote["PYTHONPATH"] == "/opt/dynspec/probe"
     cfg = json.loads(env[ps.ENV_VAR])
-    assert cfg == {"v": 1, "targets": [{**TARGET, "lines": [638, 639, 640]}]}
+    assert cfg == {"v": 2, "targets": [{**TARGET, "lines": [638, 639, 640]}]}
     assert set(env) == {"PYTHONPATH", "DYNSPEC_PROBE"}
 
 
@@ -164,3 +164,28 @@ def test_probe_runs_under_python_3_8():
     assert {r["role"] for r in recs if r["event"] == "server_args"} >= {"launcher", "scheduler"}
     (cov,) = [r for r in recs if r["event"] == "coverage" and r["role"] == "scheduler"]
     assert cov["targets"][0]["executed"] == fwd.runs and cov["targets"][0]["mode"] == "code"
+
+
+def test_launch_probes_every_running_hunk_of_the_judged_diff():
+    """preflight's `hunks` entries (verdict/hunks.py) become probe targets: behaviour and marker hunks
+    (module-relative, so they resolve in the server's own sglang), never comments, flags or a plugin's files."""
+    hunks = [
+        {"file": "python/sglang/srt/speculative/eagle_worker_v2.py", "installed": "/site/sglang/srt/speculative/eagle_worker_v2.py",
+         "class": "EAGLEWorkerV2", "function": "__init__", "lines": [120], "role": "marker"},
+        {"file": "python/sglang/srt/speculative/eagle_worker_v2.py", "installed": None,
+         "class": "EagleDraftWorker", "function": "draft", "lines": [300, 301], "role": "behaviour"},
+        {"file": "python/sglang/srt/speculative/eagle_worker_v2.py", "class": "X", "function": "f", "lines": [5], "role": "comment"},
+        {"file": "python/sglang/srt/server_args.py", "class": "ServerArgs", "function": "add_cli_args", "lines": [9], "role": "flag"},
+        {"file": "my_plugin/hook.py", "class": None, "function": "hook", "lines": [3], "role": "plugin"},
+    ]
+    got = ps.probe_targets(None, {"hunks": hunks, "patched": [{"file": "ignored.py"}]}, None)
+    assert got == [
+        {"file": "sglang/srt/speculative/eagle_worker_v2.py", "class": "EAGLEWorkerV2", "function": "__init__",
+         "lines": [120], "hunk": 0, "role": "marker"},
+        {"file": "sglang/srt/speculative/eagle_worker_v2.py", "class": "EagleDraftWorker", "function": "draft",
+         "lines": [300, 301], "hunk": 1, "role": "behaviour"},
+    ]
+    cfg = ps.probe_config(got)
+    assert cfg["v"] == 2 and [t["hunk"] for t in cfg["targets"]] == [0, 1]
+    with pytest.raises(ValueError, match="'role'"):
+        ps.probe_config([{**got[0], "role": "comment"}])

@@ -40,3 +40,45 @@ def test_v1_launch_with_the_probe_is_dead_from_inside(tmp_path):
     assert code == 1 and doc["verdict"] == "dead"
     assert "DS310" in [f["code"] for f in doc["findings"]]
     assert doc["worker"]["class"].endswith("EAGLEWorker")
+
+
+# --- the probe watching every hunk of a diff (schema v2) ------------------------------------------
+# Decode batch lines recorded on the lent H200 (sglang 0.5.12.post1), appended after the stand-in's
+# run: the server "served" them. The judge needs 3 of them (DS325's N) before a hunk that never ran is dead.
+RECORDED = "tests/fixtures/logs/gpu-h200/0.5.12.post1/live-probe.log"
+
+
+def decode_lines(n: int) -> str:
+    lines = [ln for ln in open(RECORDED).read().splitlines() if "Decode batch" in ln][:n]
+    assert len(lines) == n
+    return "\n".join(lines) + "\n"
+
+
+def test_behaviour_hunk_that_runs_on_every_rank_is_live(tmp_path):
+    from tests.inject.standin_pkg.harness import v2_forward
+
+    env = injected_env([{**v2_forward().as_target(), "hunk": 0, "role": "behaviour"},
+                        {**v2_init().as_target(), "hunk": 1, "role": "marker"}])
+    r = run(standin_cmd(sys.executable, "--tp-size", "2", "--speculative-algorithm", "EAGLE", "--steps", "3"), env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    code, doc = verify(r.stderr + decode_lines(3), tmp_path)
+    codes = [f["code"] for f in doc["findings"]]
+    assert "DS323" in codes and "DS325" not in codes, codes
+    assert doc["probe"]["hunks"]["live"] is True and len(doc["probe"]["hunks"]["ranks"]) == 2
+    assert code == 0 and doc["verdict"] == "live"
+
+
+def test_behaviour_hunk_in_a_class_that_never_runs_is_dead_though_the_marker_logs(tmp_path):
+    from tests.inject.standin_pkg.harness import v1_forward
+
+    # issue 29's false LIVE: the marker in EAGLEWorkerV2.__init__, the behaviour only in the V1 worker
+    env = injected_env([{**v1_forward().as_target(), "hunk": 0, "role": "behaviour"},
+                        {**v2_init().as_target(), "hunk": 1, "role": "marker"}])
+    r = run(standin_cmd(sys.executable, "--tp-size", "2", "--speculative-algorithm", "EAGLE", "--steps", "3"), env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    code, doc = verify(r.stderr + decode_lines(2), tmp_path)  # under N: not yet dead
+    assert "DS325" not in [f["code"] for f in doc["findings"]] and doc["verdict"] != "live"
+    code, doc = verify(r.stderr + decode_lines(3), tmp_path)
+    codes = [f["code"] for f in doc["findings"]]
+    assert "DS325" in codes and "DS323" not in codes, codes
+    assert code == 1 and doc["verdict"] == "dead"

@@ -8,8 +8,8 @@ probe lines.
 
 Output: lines ``DYNSPEC-PROBE {json}`` on fd 2 (the server log), each written with one
 ``os.write`` of a complete line under PIPE_BUF bytes, so lines of concurrent processes never
-interleave. Schema ``"v": 1``; every line has ``v, event, ts, pid, ppid, role`` (+ ``rank`` once
-known). Events: ``start, entry, sglang, server_args, module, worker, hit, coverage, error``.
+interleave. Schema ``"v": 2``; every line has ``v, event, ts, pid, ppid, role`` (+ ``rank`` once
+known). Events: ``start, entry, sglang, server_args, module, worker, hit, hunk, coverage, error``.
 Input: the JSON config in DYNSPEC_PROBE. Both are documented field by field in README.md here.
 
 How it stays cheap:
@@ -35,7 +35,8 @@ import os
 import sys
 import time
 
-V = 1
+V = 2  # 2: targets may carry a hunk id and role; "hunk" lines (first execution of a hunk's lines)
+CONFIG_VERSIONS = (1, 2)  # a v1 config (no hunk fields) means the same under v2
 ENV = "DYNSPEC_PROBE"
 PREFIX = b"DYNSPEC-PROBE "
 MAX_LINE = 3800  # < PIPE_BUF (4096): a write of one line to a pipe is atomic
@@ -232,6 +233,11 @@ class Target(object):
         self.cls = raw.get("class") or None
         self.function = raw.get("function") or None
         self.lines = sorted({int(x) for x in (raw.get("lines") or ())})
+        # one hunk of the user's diff (preflight's hunks): its id and role (behaviour / marker / ...);
+        # None for a target of the marker's method alone (v1 configs)
+        self.hunk = raw.get("hunk")
+        self.hunk_role = raw.get("role") or None
+        self.hunk_seen = False
         self.is_abs = os.path.isabs(self.file)
         self.modules, self.rel = _module_names(self.file, package)
         # what this process saw
@@ -473,7 +479,7 @@ class Probe(object):
         fault = cfg.get("fault") or ()
         self.faults = {fault} if isinstance(fault, str) else set(fault)
         self.fault("config")
-        if int(cfg.get("v", V)) != V:
+        if int(cfg.get("v", V)) not in CONFIG_VERSIONS:
             raise ValueError("unsupported DYNSPEC_PROBE config version %r" % cfg.get("v"))
         self.package = str(cfg.get("package") or "sglang")
         self.worker_prefix = str(cfg.get("worker_prefix") or self.package + ".srt.speculative.")
@@ -570,6 +576,8 @@ class Probe(object):
         self.emit("start", ok=ok, started_as=self.started_as, argv=[_plain(a) for a in _redacted(argv)[:16]],
                   python=".".join(map(str, sys.version_info[:3])), executable=sys.executable,
                   probe=os.path.abspath(__file__), targets=len(self.targets),
+                  hunks=len([t for t in self.targets if t.hunk is not None]),
+                  behaviour_hunks=len([t for t in self.targets if t.hunk is not None and "behaviour" in str(t.hunk_role)]),
                   mode=("monitoring" if self._monitoring_available() else "code"), setup_ms=round(setup_ms, 3))
 
     def _monitoring_available(self):

@@ -20,6 +20,11 @@ def attach(cls):
             setattr(cls, name, value)
 
 
+def _hunk_of(t):
+    """The hunk fields of a hit line: a call of the function enclosing a hunk (v2), none for a v1 target."""
+    return {} if t.hunk is None else {"hunk": t.hunk, "hunk_role": t.hunk_role}
+
+
 def _ranges(lines):
     out, start, prev = [], None, None
     for ln in sorted(lines):
@@ -258,17 +263,23 @@ class ProbeEvents(object):
         if t.calls == 1:
             t.first_ts = time.time()
             self.fault("hit")
-            self.emit("hit", target=t.index, function=t.qualname(), calls=1, first_ts=t.first_ts)
+            self.emit("hit", target=t.index, function=t.qualname(), calls=1, first_ts=t.first_ts, **_hunk_of(t))
             for line in sorted(t.header):  # decorator / def / signature lines: they "run" with the call
                 if line not in t.executed:
                     self._line(t, line)
         elif t.calls == self.count_limit:
             self.emit("hit", target=t.index, function=t.qualname(), calls=">=%d" % self.count_limit,
-                      first_ts=t.first_ts)
+                      first_ts=t.first_ts, **_hunk_of(t))
 
     def _line(self, t, line):
-        t.executed[line] = time.time()
+        t.executed[line] = now = time.time()
         self.fault("line")
+        if t.hunk is not None and not t.hunk_seen:
+            # the first execution of this hunk in this process (rank): always reported, line_hits or not
+            t.hunk_seen = True
+            self.emit("hunk", hunk=t.hunk, hunk_role=t.hunk_role, target=t.index, function=t.qualname(),
+                      file=t.loaded_file or t.file, line=line, at="%s:%d" % (t.loaded_file or t.file, line),
+                      first_ts=round(now, 6), calls=t.calls if t.counted else None)
         if self.line_hits:
             self.emit("hit", target=t.index, function=t.qualname(), line=line)
 
@@ -278,6 +289,8 @@ class ProbeEvents(object):
             if t.status == "not-loaded":
                 continue
             e = {"target": t.index, "function": t.qualname(), "status": t.status, "file": t.loaded_file}
+            if t.hunk is not None:
+                e.update(hunk=t.hunk, hunk_role=t.hunk_role, hunk_ran=t.hunk_seen)
             if t.status == "instrumented":
                 calls = t.calls if t.calls < self.count_limit else ">=%d" % self.count_limit
                 executed = sorted(t.executed)

@@ -23,7 +23,7 @@ def _dynspec_start():
         try:
             import json
 
-            line = json.dumps({"v": 1, "event": "error", "ts": __import__("time").time(), "pid": os.getpid(),
+            line = json.dumps({"v": 2, "event": "error", "ts": __import__("time").time(), "pid": os.getpid(),
                                "ppid": os.getppid(), "role": "other", "where": "bootstrap",
                                "error": "%s: %s" % (type(e).__name__, str(e)[:500])}, separators=(",", ":"))
             os.write(2, b"DYNSPEC-PROBE " + line.encode("ascii", "replace") + b"\n")
