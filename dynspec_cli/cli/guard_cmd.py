@@ -15,7 +15,7 @@ REFUSED = 125  # as timeout(1) and env(1): the wrapper itself refused, the comma
 GUARD_EXIT = ("Exit codes: the benchmark's own exit status when the run is valid · 2 bad input, nothing started · "
               "65 the run is invalid (the server restarted or changed, accept len ~1.00 for N windows, evidence "
               "missing, the adaptive tier pinned, the feature misbehaved, counters reset, the server died, no request "
-              "reached it) · "
+              "reached it, decode ran eager though graphs were captured, the attention backend changed) · "
               "125 the gate refused: the benchmark was not started (one line says which check) · 126 the command "
               "cannot be executed · 127 the command was not found.")
 
@@ -33,6 +33,9 @@ def guard(
                                                                 "benchmark's result file, else ./dynspec-guard-NAME-TIME.json); "
                                                                 "its chart goes beside it, as .svg."),
     accept_synthetic: bool = typer.Option(False, "--accept-synthetic", help=ACCEPT_SYNTHETIC_HELP),
+    accept_eager: bool = typer.Option(False, "--accept-eager", help="Eager decode on a server that captured CUDA "
+                                                                    "graphs does not make the run invalid (DS709): you "
+                                                                    "mean to measure eager decode; it is noted (DS711)."),
     api_key_env: Optional[str] = typer.Option(None, "--api-key-env", help="Environment variable holding the server's "
                                                                           "--api-key (default: OPENAI_API_KEY), for /server_info."),
     ssh_config: SshConfig = None,
@@ -86,7 +89,7 @@ def guard(
         err.print(f"dynspec guard: watching {target.label}: windows of {window:g} s, threshold {'none' if threshold is None else threshold}, "
                   f"{len(ranks)} DP rank(s); the report follows the benchmark's output")
         g = Guard(target, feature, doc, threshold=threshold, window=window, hold=invalid_after, ranks=ranks,
-                  on_window=lambda w: _live(err, w)).run(list(command))
+                  on_window=lambda w: _live(err, w), accept_eager=accept_eager).run(list(command))
         code = INVALID if g.reasons else (g.child.exit_code if g.child.exit_code is not None else 1)
         out = reports.document(g, name=doc["run"]["name"], receipt_path=path, gate=summary, feature=feature.name,
                                threshold=threshold, window=window, hold=invalid_after, ranks=ranks, exit_code=code,

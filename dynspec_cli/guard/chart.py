@@ -48,8 +48,14 @@ def svg(doc: dict[str, Any]) -> str:
            f'<text x="{LEFT}" y="18" font-size="14" font-weight="bold" fill="{"#2a7d2a" if valid else "#c62828"}">'
            f'{"VALID" if valid else "INVALID"}</text>',
            f'<text x="{LEFT + 62}" y="18" font-size="12">{escape(_title(doc))}</text>']
+    for w in ws:  # eager decode (the CUDA-graph fast path not measured): shaded orange, marked at the top
+        if (w.get("compute_path") or {}).get("state") == "eager":
+            out.append(f'<rect x="{x(w["start"]):.1f}" y="{TOP - 6}" width="{max(1.0, x(w["end"]) - x(w["start"])):.1f}" '
+                       f'height="{ph + 6}" fill="#ef6c00" fill-opacity="0.12"><title>window {w["index"]}: eager decode '
+                       f'({w["compute_path"]["eager"]} of {w["compute_path"]["eager"] + w["compute_path"]["graph"]} '
+                       f'{w["compute_path"]["unit"]})</title></rect>')
     for w in ws:  # bad windows, shaded, their state written once per run of them
-        if w["state"] not in GOOD:
+        if w["state"] not in GOOD and w["state"] != "eager":
             out.append(f'<rect x="{x(w["start"]):.1f}" y="{TOP}" width="{max(1.0, x(w["end"]) - x(w["start"])):.1f}" '
                        f'height="{ph}" fill="#c62828" fill-opacity="0.13"><title>window {w["index"]}: '
                        f'{escape(w["state"])}</title></rect>')

@@ -119,7 +119,8 @@ def render(doc: dict[str, Any], g: Guarded, out: Console) -> None:
               f"{'none' if doc['threshold'] is None else doc['threshold']}, {len(g.windows)} windows of {doc['window_s']:g} s; benchmark exited "
               f"{b['exit_code']} after {b['seconds']:.1f} s)[/]")
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, expand=False)
-    for col in ("window", "time", "state", "rank", "batch", "accept len", "spec", "expected", "counters tok/verify"):
+    for col in ("window", "time", "state", "rank", "batch", "accept len", "spec", "expected", "counters tok/verify",
+                "decode"):
         table.add_column(col)
     for ws in _runs(g.windows):  # windows in a row that say the same are one row
         a, z = ws[0], ws[-1]
@@ -132,7 +133,8 @@ def render(doc: dict[str, Any], g: Guarded, out: Console) -> None:
                           _styled(_shown_state(a, rs[0], i)), label, batch, _range_f([r.accept_len for r in rs]),
                           rs[0].step.speculation if rs[0].step and rs[0].step.groups else "",
                           rs[0].step.expected if rs[0].step and rs[0].step.groups else "",
-                          _range_f([w.tokens_per_verify for w in ws]) if i == 0 else "")
+                          _range_f([w.tokens_per_verify for w in ws]) if i == 0 else "",
+                          _decode(ws) if i == 0 else "")
     out.print(table)
     out.print(f"  accept len per window: [bold]{strip(g.windows)}[/]  [dim](▁ 1.0 … █ 4.0, ✗ a bad window)[/]")
     for r in g.reasons:
@@ -154,8 +156,20 @@ def render(doc: dict[str, Any], g: Guarded, out: Console) -> None:
     out.print(f"  report: {escape(doc.get('path') or '')}" + (f"  chart: {escape(doc['chart'])}" if doc.get("chart") else ""))
 
 
+def _decode(ws: list[W.Window]) -> str:
+    """The windows' decode compute path: graphs, eager (with its share), not reported."""
+    g = [w.graph for w in ws if w.graph]
+    if not g:
+        return ""
+    state = g[0]["state"]
+    if state.startswith("eager"):
+        e, n = sum(x["eager"] for x in g), sum(x["eager"] + x["graph"] for x in g)
+        return f"{state} {e}/{n} {g[0]['unit']}"
+    return state
+
+
 def _key(w: W.Window) -> tuple:
-    return (w.state, tuple((r.label, r.state, r.step.speculation if r.step else "") for r in w.ranks.values()),
+    return ((w.graph or {}).get("state"), w.state, tuple((r.label, r.state, r.step.speculation if r.step else "") for r in w.ranks.values()),
             bool([e for e in w.events if e.fatal]))
 
 

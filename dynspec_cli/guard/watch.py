@@ -17,6 +17,7 @@ from typing import Any, Callable, Optional
 
 from dynspec_cli import inject
 from dynspec_cli.evidence import exits
+from dynspec_cli.evidence import graph_passes as GP
 from dynspec_cli.evidence.rules import Observation
 from dynspec_cli.evidence.scan import Feeder
 from dynspec_cli.guard import adaptive
@@ -208,7 +209,8 @@ class Guarded:
 
 class Guard:
     def __init__(self, target: Target, feature: Feature, receipt: dict[str, Any], *, threshold: int,
-                 window: float, hold: int, ranks: list[str], on_window: Optional[Callable[[W.Window], None]] = None):
+                 window: float, hold: int, ranks: list[str], on_window: Optional[Callable[[W.Window], None]] = None,
+                 accept_eager: bool = False):
         self.t, self.feature, self.receipt = target, feature, receipt
         self.threshold, self.window, self.hold, self.ranks = threshold, window, hold, ranks
         self.expect_below = feature.expect.speculate_at_or_below_threshold
@@ -217,6 +219,9 @@ class Guard:
         self.prev_sample: Optional[dict[str, Any]] = None
         self.startup_time = None
         self.tracker: Optional[adaptive.Tracker] = None  # sglang's adaptive controller, when the server runs it
+        self.accept_eager = accept_eager
+        self.backends: Optional[dict[str, Any]] = None  # /server_info's attention backends at the previous sample
+        self.captured: Optional[bool] = None  # the server captured decode graphs (from /server_info, then the evidence)
 
     def run(self, argv: list[str]) -> Guarded:
         t = self.t
@@ -260,7 +265,14 @@ class Guard:
             for x in (tap, scraper):
                 if x:
                     x.close()
-        out.reasons = W.reasons(out.windows, self.hold, self.threshold, claims=child.exit_code == 0)
+        out.reasons = W.reasons(out.windows, self.hold, self.threshold, claims=child.exit_code == 0,
+                                accept_eager=self.accept_eager)
+        if self.accept_eager and (note := W.eager_note(out.windows)):
+            out.notes.append(note)
+        if self.feature.engine == "sglang" and out.metrics_available and all(
+                w.passes is None for w in out.windows if w.traffic):
+            out.notes.append("decode graphs from /metrics: not reported (no sglang:cuda_graph_passes_total: sglang "
+                             "before 0.5.7); judged from the Decode batch lines' `cuda graph:`")
         if child.exit_code != 0 and not any(w.traffic for w in out.windows):
             out.notes.append(f"the benchmark exited {child.exit_code} before any request reached the server")
         if tap is not None and tap.error:
@@ -287,6 +299,8 @@ class Guard:
         cfg = self.tracker.config if self.tracker is not None else None
         controller = adaptive.WindowJudge(cfg, steps) if cfg is not None else None
         W.judge(w, self.threshold, self.expect_below, W.level_of(out.windows, self.threshold), controller)
+        if self.feature.engine == "sglang":
+            W.judge_graph(w, self.captured)
         if self.on_window:
             self.on_window(w)
         return w
@@ -302,6 +316,15 @@ class Guard:
             out.metrics_available = bool(with_metrics)
         if with_metrics:
             w.counters = _deltas(with_metrics, w, self.serving.counters)
+            # per rank and mode; a counter that is absent is "not reported" (None), never zero eager passes
+            got = None
+            for a, b in zip(with_metrics, with_metrics[1:]):
+                got = GP.add(got, GP.delta(GP.passes(a["metrics"]), GP.passes(b["metrics"])))
+            if got is not None:  # by the guard's rank names: DPn, or "" for one scheduler stream
+                w.passes = {}
+                for rank, modes in got.items():
+                    key = "" if self.ranks == [""] else rank.split(" ")[0]
+                    w.passes = GP.add(w.passes, {key: modes})
             for s_labels, value in _series(with_metrics[-1], "sglang:spec_accept_length"):
                 r = w.ranks.get(self.metric_rank(s_labels))
                 if r is not None:
@@ -318,6 +341,7 @@ class Guard:
         if errors and len(errors) == len(new):
             w.events.append(W.Event("evidence-stopped", f"/metrics stopped answering ({errors[-1]})"))
         info = new[-1].get("info") or {}
+        self.compute_path(w, [s.get("info") or {} for s in new])
         st = info.get("startup_time")
         if st is not None:
             if self.startup_time is not None and st != self.startup_time:
@@ -328,6 +352,26 @@ class Guard:
             w.events.append(W.Event("note", "/server_info internal_states[0] has no avg_spec_accept_length while other "
                                             "DP ranks have one: a client that reads internal_states[0] (sglang."
                                             "bench_serving's 'Accept length') reports none, or another rank's", False))
+
+    def compute_path(self, w: W.Window, infos: list[dict[str, Any]]) -> None:
+        """/server_info's attention backends (a change between samples is fatal: DS710) and whether
+        its server_args switch decode graphs off (then eager decode is what was configured)."""
+        from dynspec_cli.verdict.compute_path import disabled_by
+
+        for info in infos:
+            args = info.get("args")
+            if not isinstance(args, dict):
+                continue
+            k = engines.get("sglang").knowledge()
+            if self.captured is None:
+                self.captured = disabled_by(k, None, args) is None
+            now = {f: args.get(f) for f in BACKEND_FIELDS if f in args}
+            if self.backends is not None and now != self.backends:
+                changed = ", ".join(f"{f} {self.backends.get(f)!r} -> {now.get(f)!r}" for f in BACKEND_FIELDS
+                                    if self.backends.get(f) != now.get(f))
+                w.events.append(W.Event("backend-changed", f"/server_info {changed}: the benchmark's numbers mix "
+                                                           f"two attention backends"))
+            self.backends = now
 
     def metric_rank(self, labels: dict[str, str]) -> str:
         name, prefix = self.serving.rank_label
@@ -344,6 +388,9 @@ class Guard:
         except receipts.GateFailed as e:
             kind = "died" if "not running" in str(e) else "restarted"
             w.events.append(W.Event(kind, str(e)))
+
+
+BACKEND_FIELDS = ("attention_backend", "speculative_draft_attention_backend")
 
 
 def _series(sample: dict[str, Any], name: str) -> list[tuple[dict[str, str], float]]:

@@ -11,12 +11,20 @@ Rank states: effective (speculation on where it should be), plain (off, and the 
 at these batches), collapsed (accept len ~1.00 where speculation should be on), misbehaved (on
 above the threshold, or off at one batch where it is on at another below it), pinned (sglang's
 adaptive controller stopped adapting: guard/adaptive.py), undecided (lines, too few or mixed to
-decide), silent (the server was busy, this rank logged nothing), idle."""
+decide), silent (the server was busy, this rank logged nothing), idle.
+
+The compute path, per window (Window.graph): how many decode passes ran in CUDA graphs and how many
+eager, per rank, from the sglang:cuda_graph_passes_total deltas (evidence/graph_passes.py) when the
+server exports them, else from the window's Decode batch lines' `cuda graph:`. A window whose
+decode ran eager beyond graph_passes.TOLERANCE on a server that captured graphs is `eager`: the run
+did not measure the configured fast path (DS709), unless the user accepts it (--accept-eager, DS711).
+A /metrics without the counter and lines without the field are "not reported", never eager."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from dynspec_cli.evidence import graph_passes as GP
 from dynspec_cli.guard import adaptive
 from dynspec_cli.prove import decision
 from dynspec_cli.prove.decision import Step
@@ -27,7 +35,8 @@ HELD = ("collapsed", "silent", "pinned")  # invalid once they hold for N windows
 # Findings that make the run invalid, with the configs/findings.toml code of each.
 CODES = {"restarted": "DS701", "collapsed": "DS702", "silent": "DS703", "misbehaved": "DS704",
          "counter-reset": "DS705", "died": "DS706", "no-traffic": "DS707", "no-evidence": "DS703",
-         "evidence-stopped": "DS703", "pinned": "DS708"}
+         "evidence-stopped": "DS703", "pinned": "DS708", "eager": "DS709", "backend-changed": "DS710",
+         "eager-accepted": "DS711"}
 
 
 @dataclass
@@ -82,6 +91,8 @@ class Window:
     events: list[Event] = field(default_factory=list)
     last: bool = False  # the benchmark ended inside this window
     state: str = "idle"
+    passes: Optional[dict[str, dict[str, float]]] = None  # cuda_graph_passes_total deltas by rank and mode (None: not reported)
+    graph: Optional[dict[str, Any]] = None  # the compute path judged (judge_graph)
 
     @property
     def traffic(self) -> bool:
@@ -105,6 +116,7 @@ class Window:
         return {"index": self.index, "start": round(self.start, 3), "end": round(self.end, 3), "state": self.state,
                 "traffic": self.traffic, "served_lines": self.served, "counters": self.counters,
                 "tokens_per_verify": self.tokens_per_verify, "events": [e.to_json() for e in self.events],
+                "compute_path": self.graph,
                 "ranks": [r.to_json() for r in self.ranks.values()]}
 
 
@@ -147,6 +159,46 @@ def judge(w: Window, threshold: int, expect_below: bool, level: Optional[float],
                         if s in states), "idle")
 
 
+def judge_graph(w: Window, captured: Optional[bool]) -> None:
+    """Window.graph: per rank, decode passes in graphs and eager, the source, and the window's
+    state: graphs | eager | eager (graphs off) | not reported | no decode. `captured`: the server
+    captured decode graphs (True), runs without them by its configuration (False), unknown (None:
+    then graphs seen running in this window say they were captured)."""
+    ranks: dict[str, dict[str, Any]] = {}
+    if w.passes is not None:
+        source = "metrics"
+        for rank, modes in sorted(w.passes.items()):
+            g, e = GP.decode_split(modes)
+            ranks[rank] = {"graph": g, "eager": e}
+    else:
+        lines = [(r.label, d.cuda_graph) for r in w.ranks.values() for d in r.decode if d.cuda_graph is not None]
+        source = "log" if lines else None
+        for label, on in lines:
+            c = ranks.setdefault(label, {"graph": 0, "eager": 0})
+            c["graph" if on else "eager"] += 1
+    g = sum(c["graph"] for c in ranks.values())
+    e = sum(c["eager"] for c in ranks.values())
+    for c in ranks.values():
+        c["eager_share"] = GP.eager_share(c["graph"], c["eager"])
+    if source is None:
+        state = "not reported"
+    elif g + e == 0:
+        state = "no decode"
+    elif captured is False:
+        state = "eager (graphs off)" if e else "graphs"
+    elif captured is None and not g:  # nothing says graphs were there to run in: not a finding
+        state = "eager (no graphs seen)"
+    elif any((c["eager_share"] or 0) > GP.TOLERANCE for c in ranks.values()):
+        state = "eager"
+    else:
+        state = "graphs"
+    w.graph = {"state": state, "source": source, "unit": "passes" if source == "metrics" else "lines",
+               "graph": g, "eager": e, "eager_share": GP.eager_share(g, e), "tolerance": GP.TOLERANCE,
+               "ranks": [{"rank": k or None, **v} for k, v in ranks.items()]}
+    if state == "eager" and w.state in GOOD:
+        w.state = "eager"
+
+
 def level_of(windows: list[Window], threshold: int) -> Optional[float]:
     """The run's on level (decision.on_level) over the windows so far."""
     return decision.on_level([r.step for w in windows for r in w.ranks.values() if r.step], threshold)
@@ -166,7 +218,8 @@ class Reason:
         return {"code": self.code, "kind": self.kind, "window": self.window, "message": self.message}
 
 
-def reasons(windows: list[Window], hold: int, threshold: int, claims: bool = True) -> list[Reason]:
+def reasons(windows: list[Window], hold: int, threshold: int, claims: bool = True,
+            accept_eager: bool = False) -> list[Reason]:
     """Why the run is invalid (empty: it is valid). A fatal event or a misbehaving window counts at
     once; a collapsed or silent rank once it holds for `hold` windows in a row (the first of them
     named); a run with traffic and no window decided is missing evidence, and so is a benchmark that
@@ -196,6 +249,9 @@ def reasons(windows: list[Window], hold: int, threshold: int, claims: bool = Tru
                 first = runs[key]
                 if w.index - first + 1 >= hold:
                     add(r.state, r.label, first, f"windows {first}–{w.index}, {r.name}: " + _held(r, w, windows, first))
+    eager = [w for w in windows if w.graph and w.graph["state"] == "eager"]
+    if eager and not accept_eager:
+        add("eager", "", eager[0].index, _eager(eager))
     if not out:
         busy = [w for w in windows if w.traffic]
         if not busy and claims:
@@ -206,6 +262,24 @@ def reasons(windows: list[Window], hold: int, threshold: int, claims: bool = Tru
                               f"{len(busy)} busy window(s) and none decided: no Decode batch line showed "
                               f"speculation on or off at two lines of one running batch"))
     return out
+
+
+def _eager(eager: list[Window]) -> str:
+    g = sum(w.graph["graph"] for w in eager)
+    e = sum(w.graph["eager"] for w in eager)
+    unit = eager[0].graph["unit"]
+    src = "sglang:cuda_graph_passes_total" if unit == "passes" else "the Decode batch lines' `cuda graph:`"
+    idx = [w.index for w in eager]
+    where = f"window {idx[0]}" if len(idx) == 1 else f"windows {', '.join(map(str, idx))}" if len(idx) <= 6 else \
+        f"{len(idx)} windows from {idx[0]}"
+    return (f"{where}: decode ran eager though CUDA graphs were captured ({e} of {g + e} decode {unit} eager, "
+            f"{src}; tolerance {GP.TOLERANCE:.0%}): the benchmark did not measure the configured fast path")
+
+
+def eager_note(windows: list[Window]) -> Optional[str]:
+    """The DS711 note when --accept-eager let eager windows pass."""
+    eager = [w for w in windows if w.graph and w.graph["state"] == "eager"]
+    return f"DS711 --accept-eager: {_eager(eager)}" if eager else None
 
 
 def _span(w: Window) -> str:

@@ -33,11 +33,12 @@ Output (``schema`` = "dynspec-loadgen/1")::
     requests[] {t0, t1, status, completion_tokens, spec_verify_ct, spec_accept_length, error},
     server_info_before / server_info_after {endpoint, version, speculative_algorithm,
         max_running_requests, avg_spec_accept_length[] (per internal state), keys{}} or null,
-    metrics_before / metrics_after {name: value} (sglang:spec_accept_length, ...; null: no /metrics),
+    metrics_before / metrics_after {name: value} (sglang:spec_accept_length, ...; sglang:cuda_graph_passes_total: {mode: count}; null: no /metrics),
     samples[] [t, num_running_reqs, spec_accept_length] (only when the pair changed)
 """
 import json
 import os
+import re
 import signal
 import sys
 import threading
@@ -161,6 +162,10 @@ def server_info(base, keys, timeout=10.0, api="sglang"):
     return {"endpoint": None, "error": "no /server_info or /get_server_info"}
 
 
+PASSES = "sglang:cuda_graph_passes_total"  # {mode: count}: decode_cuda_graph | decode_none | prefill_*
+_MODE = re.compile(r'[{,]mode="([^"]*)"')
+
+
 def metrics(base, timeout=5.0):
     try:
         status, body = _get(base + "/metrics", timeout)
@@ -176,6 +181,12 @@ def metrics(base, timeout=5.0):
         try:
             value = float(line.rsplit(" ", 1)[1])
         except (ValueError, IndexError):
+            continue
+        if name == PASSES:  # by mode, summed over the schedulers (0.5.7+; absent before: not reported)
+            mode = _MODE.search(line)
+            if mode:
+                modes = out.setdefault(PASSES, {})
+                modes[mode.group(1)] = modes.get(mode.group(1), 0.0) + value
             continue
         if name.startswith("vllm:") and name in METRICS:  # one series per engine: the server's sum
             out[name] = out.get(name, 0.0) + value

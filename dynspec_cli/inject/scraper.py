@@ -29,6 +29,10 @@ def _get(url, timeout):
         return r.read()
 
 
+ARGS = ("attention_backend", "speculative_draft_attention_backend", "disable_cuda_graph", "disable_decode_cuda_graph",
+        "cuda_graph_backend_decode", "cuda_graph_max_bs", "cuda_graph_max_bs_decode")
+
+
 def metrics(base, prefix, timeout):
     try:
         body = _get(base + "/metrics", timeout)
@@ -66,9 +70,12 @@ def server_info(base, timeout):
         states = info.get("internal_states") or []
         if isinstance(states, dict):
             states = [states]
+        # the server_args fields of the decode compute path (the guard judges backend changes and
+        # whether graphs were switched off); absent fields are left out
+        args = dict((k, info[k]) for k in ARGS if k in info)
         return {"endpoint": path, "version": info.get("version"), "startup_time": info.get("startup_time"),
                 "avg_spec_accept_length": [s.get("avg_spec_accept_length") if isinstance(s, dict) else None
-                                           for s in states]}
+                                           for s in states], "args": args or None}
     return {"endpoint": None, "error": "no /server_info or /get_server_info"}
 
 

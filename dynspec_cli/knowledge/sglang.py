@@ -58,6 +58,7 @@ class Knowledge:
         graphs = tables.load_toml(d / "cuda_graph.toml", tables.CudaGraphFile)
         self.capture_rows, self.graph_settings_rows = graphs.capture, graphs.settings
         self.batch_sizes_rows = graphs.batch_sizes
+        self.graph_passes_rows = graphs.passes
         self._precompute()
         for r in self.overlap_ranges:
             if r.switch.warning and r.switch.warning not in self.warning_by_id:
@@ -76,6 +77,7 @@ class Knowledge:
         specs += [f.versions for f in self.plugins.framework]
         specs += [r.versions for r in self.capture_rows] + [r.versions for r in self.graph_settings_rows]
         specs += [r.versions for r in self.batch_sizes_rows]
+        specs += [r.versions for r in self.graph_passes_rows]
         for spec in specs:
             self.mask(spec)
 

@@ -282,10 +282,19 @@ class BatchSizes(_Row):
         return out
 
 
+class GraphPasses(_Row):
+    versions: str
+    file: str
+    metric: str
+    decode: list[str]  # [graph mode, eager mode]
+    prefill: list[str]
+
+
 class CudaGraphFile(msgspec.Struct, forbid_unknown_fields=True):
     capture: list[CaptureRow]
     settings: list[GraphSettings]
     batch_sizes: list[BatchSizes]
+    passes: list[GraphPasses] = []
 
 
 # --- configs/findings.toml -------------------------------------------------------------------

@@ -70,6 +70,8 @@ class Step:
     probe_hits: dict[str, Any] = field(default_factory=dict)
     log_bytes: int = 0
     note: str = ""
+    output_tokens: Optional[int] = None  # completion tokens of the step's answered requests
+    graph_passes: Optional[dict[str, float]] = None  # sglang:cuda_graph_passes_total over the step, by mode (None: not reported)
 
     # --- summaries ---------------------------------------------------------------------------
     @property
@@ -128,6 +130,32 @@ class Step:
             return "off"
         return "mixed"
 
+    @property
+    def tokens_per_s(self) -> Optional[float]:
+        """The step's output throughput: its answered requests' completion tokens over its time."""
+        if self.output_tokens is None or not self.elapsed:
+            return None
+        return self.output_tokens / self.elapsed
+
+    def compute_path(self) -> dict[str, Any]:
+        """Did decode run in CUDA graphs at this step: from the sglang:cuda_graph_passes_total deltas
+        (decode passes by mode) when the server exports them, else from its Decode batch lines'
+        `cuda graph:`. decode: graphs | eager | mixed | not reported."""
+        from dynspec_cli.evidence import graph_passes as GP
+
+        if self.graph_passes is not None:
+            g, e = GP.decode_split(self.graph_passes)
+            source, unit = "metrics", "passes"
+        else:
+            known = [d.cuda_graph for d in self.decode if d.cuda_graph is not None]
+            g, e = sum(1 for x in known if x), sum(1 for x in known if not x)
+            source, unit = ("log", "lines") if known else (None, None)
+        share = GP.eager_share(g, e)
+        decode = ("not reported" if share is None else "graphs" if share <= GP.TOLERANCE else
+                  "eager" if share >= 1 - GP.TOLERANCE else "mixed")
+        return {"decode": decode, "source": source, "unit": unit, "graph": g, "eager": e, "eager_share": share,
+                "tokens_per_s": self.tokens_per_s}
+
     def evidence(self) -> list[str]:
         out = []
         src = {g.source for g in self.groups}
@@ -172,6 +200,7 @@ class Step:
             "metrics_spec_accept_length": {"before": self.metrics_before, "after": self.metrics_after},
             "probe_hits": self.probe_hits, "log_bytes": self.log_bytes, "evidence": self.evidence(),
             "decode": [d.to_json() for d in self.decode],
+            "output_tokens": self.output_tokens, "tokens_per_s": self.tokens_per_s, "compute_path": self.compute_path(),
         }
 
 

@@ -26,10 +26,11 @@ class Decode:
     awaiting: bool = False  # a vLLM stats line whose SpecDecoding metrics line has not come yet
     seen: float = 0.0  # when guard read it (unix time)
     no: Optional[int] = None  # its line number in the log (verify's reading; prove and guard read by offset)
+    cuda_graph: Optional[bool] = None  # the line's `cuda graph: True|False` (None: the line has none)
 
     def to_json(self) -> dict[str, Any]:
         return {"running": self.running, "accept_len": self.accept_len, "accept_rate": self.accept_rate,
-                "source": self.source, "offset": self.offset, "stable": self.stable}
+                "source": self.source, "offset": self.offset, "stable": self.stable, "cuda_graph": self.cuda_graph}
 
 
 @dataclass
@@ -61,8 +62,10 @@ class DecodeLines:
             except (KeyError, ValueError):
                 return None
             label = f"DP{obs.line.ranks['DP']}" if "DP" in obs.line.ranks else ""
+            graph = d.get("graph")
             return label, Decode(running, _float(d.get("accept_len")), _float(d.get("accept_rate")), "log",
-                                 obs.line.text[:400], obs.line.offset)
+                                 obs.line.text[:400], obs.line.offset,
+                                 cuda_graph={"True": True, "False": False}.get(graph) if graph else None)
         if obs.id == "engine-stats":
             if self.last is not None:
                 self.last.awaiting = False

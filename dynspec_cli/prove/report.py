@@ -7,7 +7,7 @@ import html
 import json
 import statistics
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from rich import box
 from rich.console import Console
@@ -37,6 +37,32 @@ def by_batch(doc: dict[str, Any]) -> list[tuple[int, float, int]]:
     return out
 
 
+def eager_note(doc: dict[str, Any]) -> Optional[str]:
+    """DS712 when decode ran eager at some step: that step's tokens/s are eager decode's."""
+    steps = doc.get("steps") or []
+    eager = [s for s in steps if (s.get("compute_path") or {}).get("decode") in ("eager", "mixed")]
+    if not eager:
+        return None
+    graphs = [s for s in steps if (s.get("compute_path") or {}).get("decode") == "graphs"]
+    parts = [f"step {s['index']} (concurrency {s['concurrency']}, {decode_cell(s)}, {_tps(s)} tok/s)" for s in eager]
+    ref = (f"; in graphs: " + ", ".join(f"step {s['index']} {_tps(s)} tok/s" for s in graphs)) if graphs else ""
+    return f"DS712 decode ran eager at {', '.join(parts)}{ref}"
+
+
+def decode_cell(s: dict[str, Any]) -> str:
+    """The step's decode compute path: graphs, eager, mixed (with the eager count), not reported."""
+    cp = s.get("compute_path") or {}
+    d = cp.get("decode") or "not reported"
+    if d in ("eager", "mixed"):
+        return f"{d} {cp['eager']}/{cp['eager'] + cp['graph']} {cp['unit']}"
+    return d
+
+
+def _tps(s: dict[str, Any]) -> str:
+    v = s.get("tokens_per_s")
+    return "-" if v is None else f"{v:.0f}"
+
+
 def _running(s: dict[str, Any]) -> str:
     rr = s.get("running_range")
     if not rr:
@@ -58,8 +84,9 @@ def render(doc: dict[str, Any], out: Console) -> None:
               f"verdict {doc.get('verdict') or 'unknown'}   {doc.get('engine') or 'sglang'} {escape(str(doc.get('sglang_version') or 'unknown'))}   "
               f"worker {escape(str(doc.get('worker') or 'unknown'))}")
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, expand=False)
-    for col in ("step", "concurrency", "running\nbatch", "accept\nlen", "speculation", "expected", "result"):
-        table.add_column(col, justify="right" if col in ("step", "concurrency", "accept\nlen") else "left",
+    for col in ("step", "concurrency", "running\nbatch", "accept\nlen", "speculation", "expected", "result", "decode",
+                "tok/s"):
+        table.add_column(col, justify="right" if col in ("step", "concurrency", "accept\nlen", "tok/s") else "left",
                          overflow="fold")
     wide = out.width >= 150
     if wide:
@@ -68,12 +95,15 @@ def render(doc: dict[str, Any], out: Console) -> None:
         al = s.get("accept_len")
         res = s["outcome"]
         row = [str(s["index"]), str(s["concurrency"]), _running(s), "-" if al is None else f"{al:.2f}",
-               s["speculation"], s["expected"], f"[{RESULT[res]}]{res}[/]"]
+               s["speculation"], s["expected"], f"[{RESULT[res]}]{res}[/]", decode_cell(s), _tps(s)]
         table.add_row(*row, *([escape("; ".join(s["evidence"]))] if wide else []))
     out.print(table)
     if not wide:  # evidence under the table: a narrow terminal would squeeze the column to nothing
         for s in doc.get("steps") or []:
             out.print(f"  [bold]step {s['index']}[/] [dim]evidence:[/] " + escape("; ".join(s["evidence"])))
+    note = eager_note(doc)
+    if note:
+        out.print(f"  [yellow]![/] {escape(note)}")
     for line in chart_lines(doc):
         out.print(line)
 
@@ -178,7 +208,8 @@ def html_report(doc: dict[str, Any]) -> str:
         al = s.get("accept_len")
         res = s["outcome"]
         rows.append("<tr>" + "".join(f"<td>{esc(str(v))}</td>" for v in (
-            s["index"], s["concurrency"], _running(s), "-" if al is None else f"{al:.2f}", s["speculation"], s["expected"]))
+            s["index"], s["concurrency"], _running(s), "-" if al is None else f"{al:.2f}", s["speculation"], s["expected"],
+            decode_cell(s), _tps(s)))
             + f'<td class="{res}">{esc(res)}</td><td>{"<br>".join(esc(x) for x in s["evidence"])}</td></tr>')
     t = doc["target"]
     facts = [("target", f"{t.get('run') or t.get('url')} on {t.get('host')}"), ("feature", doc["feature"]),
@@ -209,8 +240,9 @@ td.inconclusive {{ color: #b7950b; font-weight: bold; }}
 <p>{esc(c.get('message') or '')}</p>{hint}
 <table>{fact_rows}</table>
 {svg_chart(doc)}
+{('<p class="hint">' + esc(eager_note(doc)) + '</p>') if eager_note(doc) else ''}
 <table><tr><th>step</th><th>concurrency</th><th>running batch</th><th>accept len</th><th>speculation</th>
-<th>expected</th><th>result</th><th>evidence</th></tr>
+<th>expected</th><th>decode</th><th>tokens/s</th><th>result</th><th>evidence</th></tr>
 {''.join(rows)}
 </table>
 <p style="color:#777;font-size:0.8em">dynspec prove · speculation counts as on when the accept length exceeds

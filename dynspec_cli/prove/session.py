@@ -254,6 +254,14 @@ class Prover:
         s.server_avg_after = _first(doc.get("server_info_after"))
         s.metrics_before = (doc.get("metrics_before") or {}).get("sglang:spec_accept_length")
         s.metrics_after = (doc.get("metrics_after") or {}).get("sglang:spec_accept_length")
+        toks = [r["completion_tokens"] for r in ok if isinstance(r.get("completion_tokens"), int)]
+        s.output_tokens = sum(toks) if toks else None
+        # the step's decode passes by mode; a /metrics without the counter (sglang < 0.5.7) is not reported
+        from dynspec_cli.evidence import graph_passes as GP
+        after = (doc.get("metrics_after") or {}).get(GP.METRIC)
+        if isinstance(after, dict):
+            before = (doc.get("metrics_before") or {}).get(GP.METRIC) or {}
+            s.graph_passes = GP.delta({"": before}, {"": after})[""]
         died = self.gone()
         if died is None and doc.get("stop_reason") == "server-unreachable":
             died = "the server stopped answering"

@@ -35,7 +35,9 @@ def bench():
 
 
 @pytest.fixture(scope="module")
-def servers(tmp_path_factory):
+def servers(tmp_path_factory, request):
+    """The module's SERVERS (tests/guard/test_guard_eager.py has its own), else the ones above."""
+    SERVERS = getattr(request.module, "SERVERS", globals()["SERVERS"])  # noqa: N806
     d = tmp_path_factory.mktemp("guard")
     tag = uuid.uuid4().hex[:6]
     patched = d / "eagle_worker_v2.py"

@@ -76,6 +76,11 @@ Stand-in controls are environment variables (never flags, so the command line st
                            zero while the server goes on (sglang PR #29329: flush_cache resets them)
                              rank0-silent  with --dp-size > 1, DP rank 0 serves its share but logs no Decode batch
                            line, exports no gauge and no avg_spec_accept_length (sglang PR #34743)
+                             eager@S       decode falls out of CUDA graphs (as a running batch above
+                           cuda_graph_max_bs does: CudaGraphRunner.can_run is false): every Decode batch line
+                           says `cuda graph: False` and sglang:cuda_graph_passes_total counts mode="decode_none"
+                             backend@S     /server_info's attention_backend and speculative_draft_attention_backend
+                           change (as a server restarted in place with another backend would show)
                              pin@S         with --speculative-adaptive: acceptance dips until the adaptive
                            controller has stepped down to its tier's lowest draft steps (its real update lines),
                            then its verify results stop reaching it (as when a patched verify path skips
@@ -115,7 +120,7 @@ KNOWN_CONTROLS = {
     "STANDIN_DECODE_STEP", "STANDIN_ACCEPT_PROB", "STANDIN_SPLIT_MARKER", "STANDIN_REPLAY",
     "STANDIN_REPLAY_LOG",
 }
-REPLAY_TIMED, REPLAY_FLAGS = ("collapse", "restart", "reset", "pin"), ("rank0-silent",)
+REPLAY_TIMED, REPLAY_FLAGS = ("collapse", "restart", "reset", "pin", "eager", "backend"), ("rank0-silent",)
 
 # Seconds each start-up step took in the seed's run (configs/demo/seed-live.log, sglang 0.5.9, 8x H100).
 SEED_PACING = {
@@ -350,6 +355,12 @@ class Family:
         self.log_ms = ge("0.5.6") and os.environ.get("SGLANG_LOG_MS", "").lower() in ("1", "true")
         self.spec_rate_metric = ge("0.5.3.post2")
         self.spec_step_metrics = ge("0.5.13")
+        # sglang:cuda_graph_passes_total{mode}: 0.5.7-0.5.9 metrics/collector.py increment_cuda_graph_pass
+        # (decode_cuda_graph | decode_none, one per decode forward, scheduler_output_processor_mixin.py);
+        # 0.5.10+ observability/metrics_collector.py adds prefill_cuda_graph | prefill_none
+        # (increment_prefill_cuda_graph_pass, scheduler_metrics_mixin.py, one per prefill batch)
+        self.graph_passes = ge("0.5.7")
+        self.prefill_graph_passes = ge("0.5.10")
         # meta_info keys of a finished request (reference §4c)
         self.meta = {"rate_length": ge("0.5.3.post2"), "token_num": ge("0.5.5.post3") and not ge("0.5.11"),
                      "drafts": ge("0.5.11") and not ge("0.5.21"), "histogram": ge("0.5.9") and not ge("0.5.21"),
@@ -742,6 +753,8 @@ class Engine(threading.Thread):
         self.crash_kind = None  # "crash" | "oom": raise at the first decode of a client request once armed
         self.crash_armed = False
         self.forward_ct_decode = 0
+        self.graph_passes = {"decode_cuda_graph": 0, "decode_none": 0, "prefill_none": 0}  # this scheduler's
+        self.last_graph = True  # can_run_cuda_graph of the latest decode forward (the Decode batch line's)
         self.rng = random.Random(1234)
         self.interval_tokens, self.interval_accepted, self.interval_fct, self.interval_drafts_ok = 0, 0, 0, 0
         self.interval_start = time.time()
@@ -821,6 +834,8 @@ class Engine(threading.Thread):
         elif f == "pending":
             msg += "#pending-token: 0, cuda graph: False, input throughput (token/s): %.2f" % self.last_input_throughput
         l.log.line(msg, l.tag(0, self.dp_rank))
+        if any(r.log_metrics for r in reqs):
+            self.graph_passes["prefill_none"] += 1  # prefill runs no CUDA graph (no piecewise graphs here)
         for r in reqs:
             r.generated = 1  # prefill samples the first token
             if r.log_metrics:
@@ -879,6 +894,11 @@ class Engine(threading.Thread):
                 ad.frozen = True
                 l.note_replay("pinned")
         self.forward_ct_decode += 1
+        # CudaGraphRunner.can_run (0.5.12.post1 model_executor/cuda_graph_runner.py): the running batch must
+        # be <= the largest captured batch size (cuda_graph_max_bs), graphs not disabled; replay eager@S forces it
+        self.last_graph = not (l.eager or l.args["disable_cuda_graph"] or n > int(l.args["cuda_graph_max_bs"] or n))
+        if any(r.log_metrics for r in batch):  # the server's own /health_generate probes aside
+            self.graph_passes["decode_cuda_graph" if self.last_graph else "decode_none"] += 1
         if self.forward_ct_decode % l.decode_log_interval == 0:
             self.log_decode(n)
 
@@ -919,7 +939,8 @@ class Engine(threading.Thread):
             msg += "accept len: %.2f, " % accept_len
             if f.decode != "dot":
                 msg += "accept rate: %.2f, " % accept_rate
-        msg += "cuda graph: True, gen throughput (token/s): %.2f, #queue-req: %d" % (self.last_gen_throughput, queue)
+        msg += "cuda graph: %s, gen throughput (token/s): %.2f, #queue-req: %d" % (
+            self.last_graph, self.last_gen_throughput, queue)
         if f.decode in ("dot", "dot-rate", "iter", "comma-trailing"):
             msg += ", "
         if self.silent:
@@ -1260,6 +1281,8 @@ class Launcher:
         self.counters = {"prompt": 0, "generation": 0, "requests": 0, "verify": 0}
         self.counter_lock = threading.Lock()
         self.collapsed = False
+        self.eager = False  # replay eager@S: decode no longer replays a CUDA graph
+        self.backend_changed = False
         self.pin_requested = False
         self.adaptive = False  # --speculative-adaptive given, supported and not disabled
         self.replay_started = False
@@ -1291,6 +1314,10 @@ class Launcher:
             self.note_replay(name)
             if name == "collapse":
                 self.collapsed = True
+            elif name == "eager":
+                self.eager = True
+            elif name == "backend":
+                self.backend_changed = True
             elif name == "pin":
                 self.pin_requested = True
             elif name == "reset":
@@ -1299,6 +1326,7 @@ class Launcher:
                         self.counters[k] = 0
                     for e in self.engines:
                         e.total_accepted = e.total_fct = 0
+                        e.graph_passes = dict.fromkeys(e.graph_passes, 0)
             elif name == "restart":
                 left = ",".join([*sorted(self.ctl.replay), *("%s@%g" % (n, s) for n, s in self.ctl.replay_at.items()
                                                              if n != "restart")])
@@ -1879,6 +1907,10 @@ class Launcher:
         if self.fam.server_info == "build":
             info["kv_events"] = None
             info["startup_time"] = self.started
+        if self.backend_changed:  # replay backend@S
+            info["attention_backend"] = "triton"
+            if info.get("speculative_draft_attention_backend") is not None or self.algorithm:
+                info["speculative_draft_attention_backend"] = "triton"
         info["internal_states"] = [self.internal_state(e) for e in self.engines]
         info["version"] = self.v
         if self.fam.server_info == "build":
@@ -1928,6 +1960,12 @@ class Launcher:
         counter("num_requests", "Number of requests processed.", c["requests"])
         if self.fam.spec_step_metrics:
             counter("spec_verify_calls", "Number of speculative verify calls.", c["verify"])
+        if self.fam.graph_passes:  # per scheduler, labels + mode (metrics_collector.py cuda_graph_passes_total)
+            modes = ["prefill_none", "decode_cuda_graph", "decode_none"][0 if self.fam.prefill_graph_passes else 1:]
+            rows = "".join('sglang:cuda_graph_passes_total{%s,mode="%s"} %s\n' % (lb, m, float(e.graph_passes[m]))
+                           for e, lb in ranks if not e.silent for m in modes if e.graph_passes[m])
+            out.append("# HELP sglang:cuda_graph_passes_total Total number of forward passes categorized by CUDA "
+                       "graph.\n# TYPE sglang:cuda_graph_passes_total counter\n" + rows)
         return "".join(out)
 
     # --- the whole launch ---
