@@ -70,6 +70,7 @@ def verify(
     timeout: Optional[float] = typer.Option(None, "--timeout", help="With --follow: give up after this many seconds (verdict so far, exit 3 if undecided; exit 2 if the file never appeared)."),
     feature: Optional[str] = typer.Option(None, "--feature", help="Bundled feature name or path to a feature .toml (default: dynamic-spec-disable)."),
     patched_class: Optional[List[str]] = typer.Option(None, "--patched-class", help="Class holding the patch (repeatable); default: the feature's typical location."),
+    patch: Optional[str] = typer.Option(None, "--patch", help="The unified diff applied: the classes its behaviour hunks change are the patched classes checked (default: the feature's `patch`)."),
     sglang_version: Optional[str] = typer.Option(None, "--sglang-version", help="The sglang release that wrote the log (default: inferred from the log, reported as a range)."),
     engine: Optional[str] = typer.Option(None, "--engine", help="sglang | vllm | auto (default: recognised from the log's first lines, else the feature's engine)."),
     engine_version: Optional[str] = typer.Option(None, "--engine-version", help="The engine release that wrote the log (vLLM: default from its engine config line)."),
@@ -78,7 +79,7 @@ def verify(
     from dynspec_cli.cli.verify import run_verify
 
     raise typer.Exit(run_verify(log, json_out=json_out, follow=follow, timeout=timeout, feature=feature,
-                                patched_class=patched_class, sglang_version=sglang_version, engine=engine,
+                                patched_class=patched_class, patch=patch, sglang_version=sglang_version, engine=engine,
                                 engine_version=engine_version))
 
 
@@ -165,6 +166,7 @@ def launch(
     timeout: Optional[float] = typer.Option(None, "--timeout", help="Give up watching after this many seconds (default: the profile's ready_timeout)."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON (the preflight result, then the run and its verdict) instead of the live report."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Slurm profiles: print the sbatch script and the per-node script, submit nothing."),
+    patch: Optional[str] = typer.Option(None, "--patch", help="The unified diff you applied (default: the profile's `patch`): preflight judges its hunks; its path, sha256 and files go into the run record and prove's receipt."),
     ssh_config: SshConfig = None,
     known_hosts: KnownHosts = None,
     accept_new_host_key: AcceptNewHostKey = False,
@@ -178,7 +180,7 @@ def launch(
     with _errors():
         env = _env_items(env)
         req = place.Request(profile, runs.opener(ssh_config, known_hosts, accept_new_host_key), host=host, env=env,
-                            sets=set_, name=name, timeout=timeout, dry_run=dry_run,
+                            sets=set_, name=name, timeout=timeout, dry_run=dry_run, patch=patch,
                             extra={"no_probe": no_probe, "no_preflight": no_preflight})
         opts = LaunchOptions(replace=replace, keep=keep, detach=detach, watch=not no_watch,
                              preflight=not no_preflight, probe=not no_probe, timeout=timeout)

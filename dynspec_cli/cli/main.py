@@ -38,6 +38,7 @@ FAST = {
         "--timeout": ("timeout", "number"),
         "--feature": ("feature", "text"),
         "--patched-class": ("patched_class", "texts"),
+        "--patch": ("patch", "text"),
         "--sglang-version": ("sglang_version", "text"),
         "--engine": ("engine", "text"),
         "--engine-version": ("engine_version", "text"),

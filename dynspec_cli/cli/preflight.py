@@ -50,6 +50,12 @@ def run_preflight(profile: Optional[str] = None, extra: Sequence[str] = (), *, h
         eng = engines.get(name)
         if profile is not None:
             checks.sglang_version(prof.sglang_version, f"{prof.source}: sglang_version")
+        if patch is None and prof is not None and prof.patch:  # the profile's `patch` (resolved against its folder)
+            patch = prof.patch
+        if patch is None:  # the feature file's `patch = "F.diff"`
+            from dynspec_cli.knowledge.features import patch_file
+
+            patch = patch_file(feat)
         diff = checks.read_diff(patch) if patch is not None else None
         if dynamic and not json_out and sys.stderr.isatty():
             sys.stderr.write(f"dynspec: --dynamic: importing sglang with {py} on {target_spec} "

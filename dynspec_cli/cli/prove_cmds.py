@@ -167,8 +167,8 @@ def _prove(target, feat, out, json_out, threshold, steps, duration, max_requests
             files = [(p, "given") for p in patched_file]
             note = "given with --patched-file"
         else:
-            paths, note = receipts.find_patched_files(target.host, target.python, feat, target.record.argv)
-            files = [(p, "marker-search") for p in paths]
+            files, note = receipts.patched_sources(target.host, target.python, feat, target.record.argv,
+                                                   target.record.patch)
         rdoc = receipts.build(target.host, target.record, doc, proof.verdict, probe, files, note, target.where)
         doc["receipt"] = receipts.write(target.host, rdoc)
         doc["patched_files"] = rdoc["patched_files"]

@@ -6,7 +6,7 @@ from typing import Optional, Sequence
 
 
 def run_verify(log: str, *, json_out: bool = False, follow: bool = False, timeout: Optional[float] = None,
-               feature: Optional[str] = None, patched_class: Optional[Sequence[str]] = None,
+               feature: Optional[str] = None, patched_class: Optional[Sequence[str]] = None, patch: Optional[str] = None,
                sglang_version: Optional[str] = None, engine: Optional[str] = None,
                engine_version: Optional[str] = None) -> int:
     """The whole command: judge, print the report (or JSON), return the exit code."""
@@ -23,6 +23,16 @@ def run_verify(log: str, *, json_out: bool = False, follow: bool = False, timeou
     patched = list(patched_class) if patched_class else None
     try:
         feat = load_feature(feature)
+        if patch is None:
+            from dynspec_cli.knowledge.features import patch_file
+
+            patch = patch_file(feat)
+        if patch is not None:  # the diff's behaviour hunks name the patched classes
+            from dynspec_cli.run import patchfile
+            from dynspec_cli.verdict.diffclasses import patched_classes
+
+            classes = patched_classes(patchfile.read(patch)[1], feat.marker.literal)
+            patched = list(dict.fromkeys((patched or []) + classes)) or patched
         sglang_version = checks.sglang_version(sglang_version)
         if timeout is not None and timeout <= 0:
             raise UsageError("--timeout must be a positive number of seconds")

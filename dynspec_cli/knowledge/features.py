@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Literal, Optional
+from typing import Literal, Optional, Union
 
 import msgspec
 
@@ -93,7 +93,9 @@ class Feature(msgspec.Struct, forbid_unknown_fields=True, dict=True):
     marker: Marker
     summary: str = ""
     flag: Optional[Flag] = None
-    patch: list[PatchLocation] = []
+    # [[patch]]: where the patch typically is; or `patch = "F.diff"`: the unified diff itself
+    # (relative: to the feature file's folder), whose hunks name the patched classes
+    patch: Union[list[PatchLocation], str] = []
     threshold: Optional[Threshold] = None
     expect: Expect = msgspec.field(default_factory=Expect)
     versions: str = ""  # the sglang releases that have the feature ("" = not tied to releases)
@@ -109,6 +111,10 @@ class Feature(msgspec.Struct, forbid_unknown_fields=True, dict=True):
     plugin: Optional[Plugin] = None
 
     def __post_init__(self) -> None:
+        if isinstance(self.patch, str):  # the diff: kept apart, so `patch` stays the list of locations
+            self.diff_ref, self.patch = self.patch, []
+        else:
+            self.diff_ref = getattr(self, "diff_ref", None)
         if self.plugin is not None:
             check_plugin(self.plugin, self.engine)
         try:
@@ -125,6 +131,18 @@ class Feature(msgspec.Struct, forbid_unknown_fields=True, dict=True):
                 raise ValueError(f"dead_when.pattern is not a valid regex: {e}") from None
             if not d.literal:
                 raise ValueError("dead_when.literal must be a non-empty substring of every such line")
+
+
+def patch_file(feature: Feature) -> Optional[str]:
+    """The feature file's `patch = "F.diff"`, resolved against the file's folder (ConfigError, exit
+    2, when it is not there); None when the feature names no diff."""
+    ref = getattr(feature, "diff_ref", None)
+    if not ref:
+        return None
+    p = (Path(feature.source).parent / ref) if feature.source else Path(ref)
+    if not p.is_file():
+        raise ConfigError(f"{feature.source or feature.name}: patch = {ref!r}: no such file ({p.resolve()})")
+    return str(p.resolve())
 
 
 def check_plugin(p: Plugin, engine: str) -> None:

@@ -43,6 +43,7 @@ class Request:
     timeout: Optional[float] = None
     stall_timeout: float = 120.0
     dry_run: bool = False
+    patch: Optional[str] = None  # --patch: the diff applied (overrides the profile's `patch`)
     extra: dict[str, Any] = field(default_factory=dict)
 
 

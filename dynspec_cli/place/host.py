@@ -112,7 +112,8 @@ def open(req) -> Iterator[HostPlacement]:
 
     if req.dry_run:
         HostPlacement.dry_run(None)
-    prof = with_overrides(load_profile(req.profile), host=req.host, env=req.env, sets=req.sets, name=req.name)
+    prof = with_overrides(load_profile(req.profile), host=req.host, env=req.env, sets=req.sets, name=req.name,
+                          patch=req.patch)
     feature = load_feature(prof.feature)
     prof = for_feature(prof, feature)  # the engine: the profile's `engine`, else the feature's
     with req.open_host(prof.host, prof.python, profile=prof) as host:

@@ -17,7 +17,10 @@ Schema `dynspec-receipt/1` (one JSON object):
     server  {pid, pgid, leader_start, cmdline_sha256, boot_id, python}; a Slurm run's: node 0's
             server as seen on node 0 (+ node), pgid null
     slurm   {job_id, nodes, addrs, conf} or absent (not a Slurm run)
-    patched_files [{path, sha256, source: given|marker-search}], patched_files_note
+    patched_files [{path, sha256, source: given|diff|marker-search|record|plugin}], patched_files_note
+            (record: the file differs from the installed distribution's dist-info RECORD)
+    patch   {path, sha256, files[], hunks[]} of the run's --patch / profile `patch` (the run
+            record's), or null
     acceptance {provenance: real|synthetic|lossy, evidence [{setting, value, provenance, why}]}
             (verdict/acceptance.py on the run's command line; the gate refuses a run whose
             acceptance is not real unless told to accept it)
@@ -67,24 +70,52 @@ def file_sha256(host: Host, path: str) -> Optional[str]:
 
 
 def find_patched_files(host: Host, python: str, feature, argv: list[str]) -> tuple[list[str], str]:
-    """The files holding the feature's marker literal under the sglang that `python` imports, by
-    dynspec's inspector (static: sglang is not imported)."""
+    """The files holding the feature's marker literal under the sglang that `python` imports, and
+    every .py file of it that differs from its dist-info RECORD, by dynspec's inspector (static:
+    sglang is not imported)."""
+    found, note = patched_sources(host, python, feature, argv)
+    return [p for p, _ in found], note
+
+
+def patched_sources(host: Host, python: str, feature, argv: list[str],
+                    patch: Optional[dict] = None) -> tuple[list[tuple[str, str]], str]:
+    """(path, source) of every file the gate pins: the run's diff's installed files (`patch`: the
+    run record's, source "diff"), the files holding the marker ("marker-search") and the files
+    that differ from the released distribution's RECORD ("record")."""
     from dynspec_cli.verdict import preflight
 
+    given = [(p, "diff") for p in (patch or {}).get("files") or []]
     if feature.engine != "sglang":  # the marker search reads an sglang install
-        return [], f"dynspec does not search a {feature.engine} install for the patched files; pass --patched-file PATH"
+        return given, (f"the files of the diff {patch.get('path')}" if given else
+                       f"dynspec does not search a {feature.engine} install for the patched files; pass --patched-file PATH")
     facts = preflight.inspect(host, python, feature, list(argv[3:]), {})
     if feature.plugin is not None:
-        return _plugin_files(facts, feature)
+        files, note = _plugin_files(facts, feature)
+        return _merged(given, [(p, "plugin") for p in files]), note
     hits = (facts.get("marker") or {}).get("hits") or []
-    files = sorted({h["file"] for h in hits if h.get("file")})
+    marked = [(f, "marker-search") for f in sorted({h["file"] for h in hits if h.get("file")})]
+    cf = preflight.changed_files(facts) or {}
+    changed = [(f, "record") for f in cf.get("files") or []]
+    files = _merged(given, marked, changed)
     if files:
-        return files, f"marker {feature.marker.literal!r} found by the inspector under " \
-                      f"{(facts.get('sglang') or {}).get('package_dir')}"
+        parts = ([f"the {len(given)} installed file(s) of the diff {patch.get('path')}"] if given else []) + \
+                ([f"marker {feature.marker.literal!r} found by the inspector under "
+                  f"{(facts.get('sglang') or {}).get('package_dir')}"] if marked else []) + \
+                ([f"{len(changed)} file(s) that differ from {cf.get('record')}"] if changed else [])
+        return files, "; ".join(parts)
     if not (facts.get("sglang") or {}).get("found"):
         why = facts.get("error") or f"{python} on {host.name} cannot import sglang"
         return [], f"no patched file found ({why}); pass --patched-file PATH"
     return [], f"no file under the imported sglang holds {feature.marker.literal!r}; pass --patched-file PATH"
+
+
+def _merged(*lists: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """One entry per path, the first source naming it."""
+    out: dict[str, str] = {}
+    for lst in lists:
+        for p, src in lst:
+            out.setdefault(p, src)
+    return list(out.items())
 
 
 def _plugin_files(facts: dict, feature) -> tuple[list[str], str]:
@@ -140,6 +171,7 @@ def build(host: Host, rec: RunRecord, proof_doc: dict[str, Any], verdict: Option
         "patched_files": [{"path": p, "sha256": file_sha256(host, p), "source": src} for p, src in files],
         "patched_files_note": files_note,
         "acceptance": acceptance.of(rec.engine, list(rec.argv)),
+        "patch": rec.patch,  # the run's diff (its files are among patched_files, source "diff")
         **(where.receipt_part() if where is not None else {}),
     }
 

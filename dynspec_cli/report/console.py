@@ -192,6 +192,17 @@ def preflight_lines(r: dict[str, Any]) -> list[Line]:
         out.append(_fact("plugin", f"{pl['entry_point']} ({pl['group']}) from {pl.get('loaded') or 'no distribution'}"))
         out.append(["      ", (f"{pl['hook'].upper()} hook on {pl['target']} ({pl.get('target_kind')}); "
                                f"loads plugins: {pl.get('processes') or 'unknown'}", "dim")])
+    cf = r.get("changed_files")
+    if cf is not None:  # against the dist-info RECORD: what the user changed, with or without a diff
+        if cf.get("checked"):
+            files = cf.get("files") or []
+            out.append(_fact("changed files", f"you changed {len(files)} file(s) of the released distribution"
+                             if files else f"none: every .py file RECORD lists is as released ({cf.get('files_hashed')} hashed)"))
+            out += [["      ", (f, "dim")] for f in files[:20]]
+            if len(files) > 20:
+                out.append(["      ", (f"... and {len(files) - 20} more (--json: changed_files)", "dim")])
+        else:
+            out.append(_fact("changed files", f"not known: {cf.get('reason')}"))
     for p in r["patched"] or []:
         out.append(_fact("patch", f"{p['class'] + '.' if p.get('class') else ''}{p.get('function') or '?'} at {p.get('file')}:{p.get('line')}"))
     if not r["patched"]:

@@ -75,7 +75,7 @@ def probe_env_on(host: Host, python: str, targets: list[dict], profile_env: dict
 
 
 def start(host: Host, prof: Profile, feature: Feature, *, replace: bool, sglang_version: Optional[str],
-          extra_env: dict[str, str] | None = None) -> RunRecord:
+          extra_env: dict[str, str] | None = None, patch: Optional[dict] = None) -> RunRecord:
     """Spawn the server, detached. The record is written first ("starting", with a launch token
     the server carries in its environment and a pid file the spawn writes before the server runs),
     then completed: dynspec killed or interrupted at any point leaves a findable, stoppable run."""
@@ -108,7 +108,7 @@ def start(host: Host, prof: Profile, feature: Feature, *, replace: bool, sglang_
                     log=log, log_offset=offset, log_line_base=line_base, port=prof.port, started_at=records.now(),
                     feature=feature.name, patched_class=list(prof.patched_class), sglang_version=sglang_version,
                     python=prof.python, cwd=prof.workdir, probe=bool(extra_env and "DYNSPEC_PROBE" in extra_env),
-                    engine=prof.engine or feature.engine,
+                    engine=prof.engine or feature.engine, patch=patch,
                     state=records.STARTING, token=token, launcher=records.launcher_id(),
                     pid_file=records.pid_file_path(host, prof.name, token))
     spawning = False

@@ -17,7 +17,23 @@ def preflight_result(host: Host, prof: Profile, feature: Feature) -> dict[str, A
     from dynspec_cli.verdict import engines
 
     engine = engines.get(prof.engine or feature.engine)
-    return engine.preflight(host, prof.python, feature, prof.argv()[3:], prof.env, prof.patched_class or None)
+    diff = _diff(prof, feature)
+    pre = engine.preflight(host, prof.python, feature, prof.argv()[3:], prof.env, prof.patched_class or None,
+                           patch_diff=diff[1] if diff else None)
+    if diff:  # carried into the run record (start_prepared) and from there into prove's receipt
+        from dynspec_cli.run import patchfile
+
+        pre["patch"] = patchfile.summary(diff[0], diff[1], pre)
+    return pre
+
+
+def _diff(prof: Profile, feature: Feature) -> Optional[tuple[str, str]]:
+    """(path, text) of the run's diff: --patch, else the profile's `patch`, else the feature's."""
+    from dynspec_cli.knowledge.features import patch_file
+    from dynspec_cli.run import patchfile
+
+    path = prof.patch or patch_file(feature)
+    return patchfile.read(path) if path else None
 
 
 def start_prepared(host: Host, prof: Profile, feature: Feature, *, pre: Optional[dict[str, Any]], probe: bool,
@@ -31,7 +47,13 @@ def start_prepared(host: Host, prof: Profile, feature: Feature, *, pre: Optional
         targets = probe_setup.probe_targets(feature, pre, prof.patched_class or None)
         extra = control.probe_env_on(host, prof.python, targets, prof.env) if targets else None
     version = (pre or {}).get("sglang_version") or sglang_version or prof.sglang_version
-    return control.start(host, prof, feature, replace=replace, sglang_version=version, extra_env=extra)
+    patch = (pre or {}).get("patch")
+    diff = _diff(prof, feature) if patch is None else None
+    if diff:  # --no-preflight: the diff's path and sha256, its files unknown
+        from dynspec_cli.run import patchfile
+
+        patch = patchfile.summary(diff[0], diff[1], None)
+    return control.start(host, prof, feature, replace=replace, sglang_version=version, extra_env=extra, patch=patch)
 
 
 def started_since(host: Host, name: str, since: float) -> Optional[RunRecord]:

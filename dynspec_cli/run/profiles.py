@@ -30,6 +30,7 @@ class Profile(msgspec.Struct, forbid_unknown_fields=True):
     log: str = "~/.dynspec/logs/{name}.log"
     feature: str = "dynamic-spec-disable"
     patched_class: list[str] = []
+    patch: Optional[str] = None  # the unified diff applied (relative: to the profile file's folder)
     sglang_version: Optional[str] = None
     ready_timeout: float = 3600.0
     ssh_config: Optional[str] = None  # ssh_config for reaching `host` (see cli/sshsettings.py)
@@ -91,6 +92,11 @@ def load_profile(ref: str) -> Profile:
         p = bundled
     prof = load_toml(p, Profile, where=str(p))
     prof.source = str(p)
+    if prof.patch is not None:  # relative to the profile, wherever dynspec runs from
+        where = (p.parent / prof.patch).resolve()
+        if not where.is_file():
+            raise ConfigError(f"{p}: patch = {prof.patch!r}: no such file ({where})")
+        prof.patch = str(where)
     return prof
 
 
@@ -113,7 +119,7 @@ def single_engine(prof: Profile, feature, what: str) -> None:
 
 
 def with_overrides(prof: Profile, *, host: str | None = None, env: list[str] | None = None,
-                   sets: list[str] | None = None, name: str | None = None) -> Profile:
+                   sets: list[str] | None = None, name: str | None = None, patch: str | None = None) -> Profile:
     """Apply CLI overrides: --host H, --env K=V, --set flag=value (value 'true' = bare flag,
     'false' = drop it), --name N."""
     new_env = dict(prof.env)
@@ -131,7 +137,8 @@ def with_overrides(prof: Profile, *, host: str | None = None, env: list[str] | N
         low = v.lower()
         new_flags[k] = True if low == "true" else False if low == "false" else v
     try:
-        return msgspec.structs.replace(prof, host=host or prof.host, env=new_env, flags=new_flags, name=name or prof.name)
+        return msgspec.structs.replace(prof, host=host or prof.host, env=new_env, flags=new_flags, name=name or prof.name,
+                                     patch=patch or prof.patch)
     except ValueError as e:
         raise ConfigError(f"{prof.source}: {e}") from None
 

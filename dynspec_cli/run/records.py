@@ -48,6 +48,8 @@ class RunRecord(msgspec.Struct):
     launcher: Optional[str] = None  # the dynspec process that wrote a "starting" record (see launcher_id)
     engine: str = "sglang"  # whose log and readiness (dynspec_cli/verdict/engines.py)
     unwatched: Optional[str] = None  # why the launch that owned it stopped watching it, leaving it running (--keep/--detach)
+    # the run's diff (--patch / profile `patch`): {path, sha256, files[] (installed), hunks[]} (run/patchfile.py)
+    patch: Optional[dict] = None
 
 
 def expand(host: Host, path: str) -> str:

@@ -58,17 +58,17 @@ def judge(diff: dict, k: Knowledge, run: Optional[Running], *, plugin: bool = Fa
                                   h.get("header")))
                 continue
             for sc in scopes:
-                role = _role(path, sc)
-                if role == "flag":
+                what = role(path, sc)
+                if what == "flag":
                     reach, reason, evidence = (REACHABLE, "server_args.py: every launch builds ServerArgs and parses "
                                                "its flags (judged as flags: DS101, DS109, DS110)", path)
                 else:
                     reach, reason, evidence = reach_of(k, run, sc.get("class"), method_of(sc))
-                out.append(_entry(path, h, sc, role, reach, reason, evidence, f.get("installed_path")))
+                out.append(_entry(path, h, sc, what, reach, reason, evidence, f.get("installed_path")))
     return out
 
 
-def _role(path: str, sc: dict) -> str:
+def role(path: str, sc: dict) -> str:
     if path.replace("\\", "/").rsplit("/", 1)[-1] == FLAG_FILE:
         return "flag"
     if sc.get("marker"):

@@ -358,11 +358,23 @@ def _result(verdict, facts, version, worker, patched, overlap, findings, hunk_en
         # reason, evidence); None when no diff was given
         "hunks": hunk_entries,
         "findings": [f.to_json() for f in findings],
+        # the package's .py files whose sha256 differs from its dist-info RECORD ("you changed
+        # these files"); None when the inspector did not look (sglang not found)
+        "changed_files": changed_files(facts),
         "timings": facts.get("timings"),
         # the same keys in every document (cli/preflight.py fills them for a patch that was found)
         "environment": None, "probe_command": None, "probe_command_needs": None, "probe_dir": None, "probe_copy": None, "plugin": None,
         "compute_path": None,  # the decode graphs predicted (verdict/compute_path.py predict)
     }
+
+
+def changed_files(facts: dict[str, Any]) -> Optional[dict[str, Any]]:
+    cf = (facts.get("sglang") or {}).get("changed_files")
+    if not isinstance(cf, dict):
+        return None
+    return {"checked": bool(cf.get("checked")), "reason": cf.get("reason"), "record": cf.get("record"),
+            "files": [c["path"] for c in cf.get("changed") or []], "sha256": {c["path"]: c["sha256"] for c in cf.get("changed") or []},
+            "missing": list(cf.get("missing") or []), "files_hashed": cf.get("files_hashed"), "seconds": cf.get("seconds")}
 
 
 def run(host, python: str, feature: Feature, flags: list[str], env: dict[str, str], *,

@@ -68,3 +68,30 @@ def unpacked(version: str) -> Path:
             tmp.rename(root)
             done.touch()
     return root
+
+
+def installed(version: str) -> Path:
+    """A venv into which pip installed the real wheel of sglang==version (`pip install --no-deps`):
+    the dist-info holds pip's RECORD (path,sha256=...,size per file), as on a user's machine, which
+    an unpacked copy on a .pth does not. Cached; treat it as read-only: copy it before patching
+    (copy_installed)."""
+    root = CACHE / "installed" / version
+    done = root / ".complete"
+    if done.exists():
+        return root
+    whl = wheel(version)
+    with _locked(f"install-{version}"):
+        if not done.exists():
+            shutil.rmtree(root, ignore_errors=True)
+            subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
+            subprocess.run([sys.executable, "-m", "pip", "--python", str(root / "bin" / "python"), "install", "-q",
+                            "--no-deps", "--no-compile", "--disable-pip-version-check", str(whl)], check=True)
+            done.touch()
+    return root
+
+
+def copy_installed(version: str, dest: Path) -> tuple[str, Path]:
+    """A private copy of installed(version): (its python, its sglang package directory)."""
+    shutil.copytree(installed(version), dest, symlinks=True)
+    pkg = next((dest / "lib").glob("python3*/site-packages")) / "sglang"
+    return str(dest / "bin" / "python"), pkg

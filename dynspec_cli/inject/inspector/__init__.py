@@ -38,7 +38,10 @@ Output (``schema`` = "dynspec-inspector/1"); paths are absolute, lines 1-based::
                source_root, build_copies[] {path, version_py, on_sys_path},
                installs[] {package_dir, sys_path_entry, via, version_py, dist_version, active},
                multiple_installs, modified_since_install {checked, changed[], added[], missing[]}
-               (sizes vs the wheel's RECORD, under sglang/srt); when not found: reason
+               (sizes vs the wheel's RECORD, under sglang/srt), changed_files {checked, reason, record,
+               files_hashed, changed[] {path, sha256 (hex)}, missing[], seconds} (sha256 of every .py the
+               dist-info RECORD lists, against it; an editable install: checked false with the reason);
+               when not found: reason
     marker     literal, pattern, files_scanned, files_with_literal[], files_with_words[],
                hits[] {file, line, kind: str|fstring|non-string|syntax-error-file, call, template, text,
                        class, class_line, bases[] (as written), function, function_line, qualname,

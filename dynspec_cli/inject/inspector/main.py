@@ -6,7 +6,7 @@ import sys
 import traceback
 
 from .common import SCHEMA, _MAX_LIST, _clip, _rel_time
-from .locate import locate_sglang, record_sizes
+from .locate import locate_sglang, record_hashes, record_sizes
 from .bytecode import compile_report
 from .marker import scan_marker
 from .diff import analyse_diff, mark_roles
@@ -115,6 +115,7 @@ def inspect(args, result):
         "checked": False, "scope": "sglang/srt", "changed": [], "added": [], "missing": []}
     result["sglang"]["modified_since_install"] = dict(
         (k, v[:_MAX_LIST] if isinstance(v, list) else v) for k, v in modified.items())
+    result["sglang"]["changed_files"] = record_hashes(sg.get("dist_info"), pkg_dir, sg.get("editable"))
     timings["record"] = _rel_time()
 
     flags = collect_flags(pkg_dir, warnings)
