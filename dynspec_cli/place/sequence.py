@@ -149,6 +149,10 @@ def unwatched(p: Placement, error: Exception, *, keep: bool, detach: bool, since
         if rec is None:  # nothing was started: the error alone is the whole story (bad input stays one line)
             return error
         if (cut := p.unresolved(rec)):
+            if isinstance(error, (RunError, TransportError)):
+                # the start refused or failed before it knew a process (sbatch rejected the job, the port
+                # is taken): its one line says why, and unresolved() has cancelled what it may have submitted
+                return error
             fate = f"run {name} may still be running ({cut}); stop it with: {p.hint('stop', rec)}"
         elif keep or detach:
             p.mark(rec, why)

@@ -372,7 +372,11 @@ def test_decode_lines_follow_the_threshold(launch, ignore):
         assert sum(a == 1.0 for a in six) >= 0.8 * len(six)
         assert all(o["meta_info"]["spec_accept_length"] < 1.3 for o in high)
     v = verify(s.log)
-    assert v["verdict"] == "live" and v["launch"]["decode_lines"] == len(before) + len(after)
+    assert v["launch"]["decode_lines"] == len(before) + len(after)
+    if ignore:  # the marker logged, but speculation stayed on above the threshold: the patch did not act (issue 29)
+        assert v["verdict"] == "dead" and "DS321" in [f["code"] for f in v["findings"]]
+    else:
+        assert v["verdict"] == "live"
 
 
 def test_no_speculative_algorithm_has_no_accept_len(launch):

@@ -106,7 +106,9 @@ def test_marker_not_installed_and_no_vllm(tmp_path):
 
 
 def test_inspector_prints_json_on_bad_input():
-    from dynspec_cli.verdict.vllm_preflight import INSPECTOR
+    from dynspec_cli import inject
+
+    INSPECTOR = inject.script("vllm_inspector.py")
 
     p = subprocess.run([sys.executable, str(INSPECTOR), "{not json"], capture_output=True, text=True, timeout=30)
     doc = json.loads(p.stdout)
