@@ -4,7 +4,7 @@
 # Stages: install model patch jit raw preflight launch prove gate throughput stop noprobe dead
 #         (and, not by default: starve adaptive pinned: `bash gpu/device/run.sh install model patch starve jit adaptive pinned`;
 #          crash cudagraph: `bash gpu/device/run.sh install model patch jit cudagraph crash`;
-#          the patch matrix: matrixd matrixe)
+#          the patch matrix: matrixd matrixe, or every remaining case at once: par)
 # Prints where it got to ([  12.3s] stage ...); everything it gathers goes to $OUT/artifacts.tgz.
 set -u -o pipefail
 export PYTHONUNBUFFERED=1
@@ -176,6 +176,87 @@ matrix_case() {  # matrix_case LETTER DIFF
 }
 stage_matrixd() { matrix_case d gpu/patches/d-behaviour-in-v1-draft-0.5.12.post1.diff; }
 stage_matrixe() { matrix_case e gpu/patches/e-only-server-args-0.5.12.post1.diff; }
+
+# Issue 29's matrix, every remaining case in one go (the device time is short): each case on its own pristine
+# sglang (/tmp/site-CASE first on PYTHONPATH), its own port and run name, all launched together on the one GPU.
+# Every server, the two "b" ones included, gets --mem-fraction-static 0.5 (sglang's start-up check wants
+# avail > total * (1 - f) while the others already hold memory) and --max-total-tokens 65536 (a 256 MiB KV pool,
+# so that six fit). Then: prove the four matrix servers at once, stop them, verify each finished log; and the
+# per-hunk probe's cost (b's diff launched with --patch: the probe watches its hunks) against the same server with
+# no probe, measured alternately A B A B on the quiet GPU.
+PAR=/tmp/dynspec-gpu/par
+par_profile() {  # par_profile NAME PORT [sed expressions...] -> $PAR/NAME.toml
+  local name=$1 port=$2; shift 2
+  mkdir -p "$PAR"
+  sed -e "s/^name = .*/name = \"$name\"/" -e "s/^port = .*/port = $port/" \
+      -e "s/^mem-fraction-static = .*/mem-fraction-static = 0.5/" "$@" "$PROFILE" > "$PAR/$name.toml"
+  echo 'max-total-tokens = 65536' >> "$PAR/$name.toml"   # [flags] is the profile's last table
+}
+par_site() {  # par_site CASE DIFF: a pristine sglang with the case's diff
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --target "/tmp/site-$1" .gpu/wheels/sglang-0.5.12.post1-*.whl &&
+    "$PY" gpu/device/apply_patch.py "/tmp/site-$1" "$2" > "$A/apply-m$1.txt" 2>&1
+}
+stage_par() {
+  local P=gpu/patches DA=$P/a-marker-and-behaviour-in-draft-0.5.12.post1.diff DE=$P/e-only-server-args-0.5.12.post1.diff
+  local DF=$P/f-plugin-0.5.12.post1.diff FF=$PWD/gpu/patches/f-plugin-feature.toml
+  par_site a "$DA" & par_site c "$DIFF" & par_site e "$DE" & par_site f "$DF" & wait
+  cat "$A"/apply-m*.txt
+  par_profile tiny-ma 31000
+  par_profile tiny-mc 33000 -e 's/^speculative-algorithm = .*/speculative-algorithm = "STANDALONE"/' \
+    -e 's|^speculative-draft-model-path = .*|speculative-draft-model-path = "/tmp/dynspec-gpu/model/target"|'
+  par_profile tiny-me 35000
+  par_profile tiny-mf 37000 -e "s|^feature = .*|feature = \"$FF\"|"
+  par_profile tiny-hunks 39000
+  par_profile tiny-bare 41000
+  local c d
+  for c in a c e f; do
+    d=$DA; [ $c = c ] && d=$DIFF; [ $c = e ] && d=$DE; [ $c = f ] && d=$DF
+    PYTHONPATH=/tmp/site-$c:/tmp/site timed "preflight_m$c" dynspec preflight "$PAR/tiny-m$c.toml" --patch "$d" --json \
+      > "$A/preflight-m$c.json"
+    PYTHONPATH=/tmp/site-$c:/tmp/site dynspec preflight "$PAR/tiny-m$c.toml" --patch "$d" > "$A/preflight-m$c.txt" 2>&1
+    tail -4 "$A/preflight-m$c.txt"
+  done
+  # e: launch as a user would (preflight first): it refuses; the truth needs the server, so launch it past preflight
+  PYTHONPATH=/tmp/site-e:/tmp/site timed launch_me_refused dynspec launch "$PAR/tiny-me.toml" --patch "$DE" \
+    --env PYTHONPATH=/tmp/site-e:/tmp/site > "$A/launch-me-refused.txt" 2>&1; tail -3 "$A/launch-me-refused.txt"
+  say "launching six servers"
+  PYTHONPATH=/tmp/site-a:/tmp/site timed launch_ma dynspec launch "$PAR/tiny-ma.toml" --patch "$DA" --timeout 200 \
+    --env PYTHONPATH=/tmp/site-a:/tmp/site > "$A/launch-ma.txt" 2>&1 &
+  PYTHONPATH=/tmp/site-c:/tmp/site timed launch_mc dynspec launch "$PAR/tiny-mc.toml" --patch "$DIFF" --timeout 200 \
+    --env PYTHONPATH=/tmp/site-c:/tmp/site > "$A/launch-mc.txt" 2>&1 &
+  timed launch_me dynspec launch "$PAR/tiny-me.toml" --no-preflight --patch "$DE" --timeout 200 \
+    --env PYTHONPATH=/tmp/site-e:/tmp/site > "$A/launch-me.txt" 2>&1 &
+  PYTHONPATH=/tmp/site-f:/tmp/site timed launch_mf dynspec launch "$PAR/tiny-mf.toml" --patch "$DF" --timeout 200 \
+    --env PYTHONPATH=/tmp/site-f:/tmp/site > "$A/launch-mf.txt" 2>&1 &
+  timed launch_hunks dynspec launch "$PAR/tiny-hunks.toml" --patch "$DIFF" --timeout 200 > "$A/launch-hunks.txt" 2>&1 &
+  timed launch_bare dynspec launch "$PAR/tiny-bare.toml" --no-probe --timeout 200 > "$A/launch-bare.txt" 2>&1 &
+  wait
+  nvidia-smi --query-gpu=memory.used,memory.total --format=csv | tee "$A/par-memory.txt"
+  for c in ma mc me mf hunks bare; do say "launch $c:"; tail -4 "$A/launch-$c.txt"; done
+  say "proving the four matrix servers"
+  for c in ma mc me mf; do
+    timed "prove_$c" dynspec prove "tiny-$c" --steps 1,5,6,10 --duration 6 --max-new-tokens 128 --report "$A/prove-$c" \
+      > "$A/prove-$c.txt" 2>&1 &
+  done
+  wait
+  for c in ma mc me mf; do say "prove $c:"; grep -E "PROVEN|FAILED|NOT|^ +[0-9]+ +[0-9]+ " "$A/prove-$c.txt" | head -8; done
+  for c in ma mc me mf; do dynspec stop "tiny-$c" > /dev/null 2>&1 & done; wait
+  for c in ma mc me mf; do
+    timed "verify_$c" dynspec verify "$W/logs/tiny-$c.log" --json > "$A/verify-$c.json"
+    dynspec verify "$W/logs/tiny-$c.log" > "$A/verify-$c.txt" 2>&1; head -3 "$A/verify-$c.txt"
+  done
+  say "the per-hunk probe's cost: alternately, 10 s at concurrency 4 each"
+  for round in 1 2; do
+    for c in hunks:39000 bare:41000; do
+      "$PY" gpu/device/throughput.py "${c#*:}" --concurrency 4 --duration 10 | sed "s/^/${c%%:*} round $round /" \
+        | tee -a "$A/throughput-hunks-vs-bare.txt"
+    done
+  done
+  grep -a '"event":"hunk"' "$W/logs/tiny-hunks.log" | head -5 > "$A/probe-hunk-lines.txt"; wc -l < "$A/probe-hunk-lines.txt"
+  dynspec verify "$W/logs/tiny-hunks.log" --json > "$A/verify-hunks.json"
+  dynspec stop tiny-hunks > /dev/null 2>&1 & dynspec stop tiny-bare > /dev/null 2>&1 & wait
+  cp "$PAR"/*.toml "$A/" ; gone
+}
 
 # Issue 32 (a machine of two GPUs only: `bash gpu/device/run.sh install model patch jit tp2 dpattn rank1dead`);
 # what each stage should show is written down before the run in gpu/device/TWO-GPU.md.
