@@ -166,7 +166,7 @@ matrix_case() {  # matrix_case LETTER DIFF
   "$PY" gpu/device/apply_patch.py "$site" "$diff"
   PYTHONPATH=$site:/tmp/site timed "preflight_m$c" dynspec preflight "$PROFILE" --patch "$diff" --json > "$A/preflight-m$c.json"
   PYTHONPATH=$site:/tmp/site dynspec preflight "$PROFILE" --patch "$diff" 2>&1 | tail -14 | tee "$A/preflight-m$c.txt"
-  timed "launch_m$c" dynspec launch "$PROFILE" --no-preflight --name $name --timeout 200 --env PYTHONPATH=$site:/tmp/site \
+  timed "launch_m$c" dynspec launch "$PROFILE" --no-preflight --name $name --timeout 120 --env PYTHONPATH=$site:/tmp/site \
     2>&1 | tail -10 | tee "$A/launch-m$c.txt"
   timed "prove_m$c" dynspec prove $name --steps 1,5,6,10 --duration 6 --max-new-tokens 128 --report "$A/prove-m$c" \
     2>&1 | tail -16 | tee "$A/prove-m$c.txt"
@@ -199,7 +199,7 @@ par_site() {  # par_site CASE DIFF: a pristine sglang with the case's diff
 stage_par() {
   local P=gpu/patches DA=$P/a-marker-and-behaviour-in-draft-0.5.12.post1.diff DE=$P/e-only-server-args-0.5.12.post1.diff
   local DF=$P/f-plugin-0.5.12.post1.diff FF=$PWD/gpu/patches/f-plugin-feature.toml
-  par_site a "$DA" & par_site c "$DIFF" & par_site e "$DE" & par_site f "$DF" & wait
+  stage_jit & par_site a "$DA" & par_site c "$DIFF" & par_site e "$DE" & par_site f "$DF" & wait
   cat "$A"/apply-m*.txt
   par_profile tiny-ma 31000
   par_profile tiny-mc 33000 -e 's/^speculative-algorithm = .*/speculative-algorithm = "STANDALONE"/' \
@@ -220,22 +220,22 @@ stage_par() {
   PYTHONPATH=/tmp/site-e:/tmp/site timed launch_me_refused dynspec launch "$PAR/tiny-me.toml" --patch "$DE" \
     --env PYTHONPATH=/tmp/site-e:/tmp/site > "$A/launch-me-refused.txt" 2>&1; tail -3 "$A/launch-me-refused.txt"
   say "launching six servers"
-  PYTHONPATH=/tmp/site-a:/tmp/site timed launch_ma dynspec launch "$PAR/tiny-ma.toml" --patch "$DA" --timeout 200 \
+  PYTHONPATH=/tmp/site-a:/tmp/site timed launch_ma dynspec launch "$PAR/tiny-ma.toml" --patch "$DA" --timeout 120 \
     --env PYTHONPATH=/tmp/site-a:/tmp/site > "$A/launch-ma.txt" 2>&1 &
-  PYTHONPATH=/tmp/site-c:/tmp/site timed launch_mc dynspec launch "$PAR/tiny-mc.toml" --patch "$DIFF" --timeout 200 \
+  PYTHONPATH=/tmp/site-c:/tmp/site timed launch_mc dynspec launch "$PAR/tiny-mc.toml" --patch "$DIFF" --timeout 120 \
     --env PYTHONPATH=/tmp/site-c:/tmp/site > "$A/launch-mc.txt" 2>&1 &
-  timed launch_me dynspec launch "$PAR/tiny-me.toml" --no-preflight --patch "$DE" --timeout 200 \
+  timed launch_me dynspec launch "$PAR/tiny-me.toml" --no-preflight --patch "$DE" --timeout 120 \
     --env PYTHONPATH=/tmp/site-e:/tmp/site > "$A/launch-me.txt" 2>&1 &
-  PYTHONPATH=/tmp/site-f:/tmp/site timed launch_mf dynspec launch "$PAR/tiny-mf.toml" --patch "$DF" --timeout 200 \
+  PYTHONPATH=/tmp/site-f:/tmp/site timed launch_mf dynspec launch "$PAR/tiny-mf.toml" --patch "$DF" --timeout 120 \
     --env PYTHONPATH=/tmp/site-f:/tmp/site > "$A/launch-mf.txt" 2>&1 &
-  timed launch_hunks dynspec launch "$PAR/tiny-hunks.toml" --patch "$DIFF" --timeout 200 > "$A/launch-hunks.txt" 2>&1 &
-  timed launch_bare dynspec launch "$PAR/tiny-bare.toml" --no-probe --timeout 200 > "$A/launch-bare.txt" 2>&1 &
+  timed launch_hunks dynspec launch "$PAR/tiny-hunks.toml" --patch "$DIFF" --timeout 120 > "$A/launch-hunks.txt" 2>&1 &
+  timed launch_bare dynspec launch "$PAR/tiny-bare.toml" --no-probe --timeout 120 > "$A/launch-bare.txt" 2>&1 &
   wait
   nvidia-smi --query-gpu=memory.used,memory.total --format=csv | tee "$A/par-memory.txt"
   for c in ma mc me mf hunks bare; do say "launch $c:"; tail -4 "$A/launch-$c.txt"; done
   say "proving the four matrix servers"
   for c in ma mc me mf; do
-    timed "prove_$c" dynspec prove "tiny-$c" --steps 1,5,6,10 --duration 6 --max-new-tokens 128 --report "$A/prove-$c" \
+    timed "prove_$c" dynspec prove "tiny-$c" --steps 1,5,6,10 --duration 4 --max-new-tokens 128 --report "$A/prove-$c" \
       > "$A/prove-$c.txt" 2>&1 &
   done
   wait
@@ -245,10 +245,10 @@ stage_par() {
     timed "verify_$c" dynspec verify "$W/logs/tiny-$c.log" --json > "$A/verify-$c.json"
     dynspec verify "$W/logs/tiny-$c.log" > "$A/verify-$c.txt" 2>&1; head -3 "$A/verify-$c.txt"
   done
-  say "the per-hunk probe's cost: alternately, 10 s at concurrency 4 each"
+  say "the per-hunk probe's cost: alternately, 6 s at concurrency 4 each"
   for round in 1 2; do
     for c in hunks:39000 bare:41000; do
-      "$PY" gpu/device/throughput.py "${c#*:}" --concurrency 4 --duration 10 | sed "s/^/${c%%:*} round $round /" \
+      "$PY" gpu/device/throughput.py "${c#*:}" --concurrency 4 --duration 6 | sed "s/^/${c%%:*} round $round /" \
         | tee -a "$A/throughput-hunks-vs-bare.txt"
     done
   done
