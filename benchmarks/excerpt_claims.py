@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from dynspec_cli.knowledge.features import load_feature  # noqa: E402
-from dynspec_cli.verdict import engines  # noqa: E402
+from dynspec_cli import engines  # noqa: E402
 from dynspec_cli.verdict.pipeline import judge_file  # noqa: E402
 
 CLAIMS = ("crashed", "server_ready", "speculative_algorithm", "worker", "speculative")

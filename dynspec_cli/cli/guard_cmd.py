@@ -129,7 +129,7 @@ def _ranks(argv: list[str], engine: str = "sglang") -> list[str]:
     """The streams to expect: one per DP rank (sglang tags their lines DP0, DP1, ...; vLLM names
     each engine, `Engine 001:`, and labels its /metrics engine="1")."""
     from dynspec_cli.prove.plan import threshold_from_argv
-    from dynspec_cli.verdict.engines import SERVING
+    from dynspec_cli.engines import SERVING
 
     serving = SERVING[engine]
     dp = 1

@@ -20,7 +20,7 @@ def run_preflight(profile: Optional[str] = None, extra: Sequence[str] = (), *, h
     from dynspec_cli.cli.errors import UsageError, known_errors, report
     from dynspec_cli.knowledge.features import load_feature
     from dynspec_cli.run.profiles import for_feature, load_profile, with_overrides
-    from dynspec_cli.verdict import engines
+    from dynspec_cli import engines
 
     extra = list(extra)
     patched = list(patched_class) if patched_class else None

@@ -36,7 +36,7 @@ def run_verify(log: str, *, json_out: bool = False, follow: bool = False, timeou
         sglang_version = checks.sglang_version(sglang_version)
         if timeout is not None and timeout <= 0:
             raise UsageError("--timeout must be a positive number of seconds")
-        from dynspec_cli.verdict import engines
+        from dynspec_cli import engines
         from dynspec_cli.verdict import pipeline
 
         from dynspec_cli.evidence.scan import open_stream

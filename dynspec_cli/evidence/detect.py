@@ -1,4 +1,4 @@
-"""Which engine wrote a log, told from its first lines (`--engine auto`, verdict/engines.py), with
+"""Which engine wrote a log, told from its first lines (`--engine auto`, engines/__init__.py), with
 neither engine's rules loaded: the sglang path of `verify` never imports vLLM's classifier or
 tables. What tells them apart is configs/vllm/detect.toml and configs/sglang/detect.toml."""
 from __future__ import annotations

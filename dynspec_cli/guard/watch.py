@@ -26,7 +26,7 @@ from dynspec_cli.knowledge.features import Feature
 from dynspec_cli.prove import receipt as receipts
 from dynspec_cli.prove.observations import Decode, DecodeLines, classifier
 from dynspec_cli.prove.session import Target
-from dynspec_cli.verdict import engines
+from dynspec_cli import engines
 
 SCRAPER = inject.script("scraper.py")
 # The benchmark runs through this: it asks the kernel to SIGTERM it if dynspec dies (kill -9

@@ -3,7 +3,7 @@ one JSON object on stdout, also on failure). dynspec sends this text on stdin:
 
     python - port-free PORT     {"free": bool}            (as the server will bind: TIME_WAIT is free)
     python - health PORT PATH...  {"ok": bool, "status": "/health_generate 200"}  (PATHs asked in turn: the
-                                engine's readiness, verdict/engines.py SERVING)
+                                engine's readiness, engines/__init__.py SERVING)
     python - free-port          {"port": N}               (a port the kernel hands out on 0.0.0.0)
     python - source-addr ADDR   {"addr": "10.0.0.1"|""}   (this host's address towards ADDR)
     python - hash-files JSON    {"hashes": {path: sha256 | "unreadable: ..."}}

@@ -104,7 +104,7 @@ class Feature(msgspec.Struct, forbid_unknown_fields=True, dict=True):
     tiers: list[Tiers] = []
     controller: Optional[Controller] = None
     source: str = ""
-    engine: str = "sglang"  # the engine the patch is for (dynspec_cli/verdict/engines.py)
+    engine: str = "sglang"  # the engine the patch is for (dynspec_cli/engines/__init__.py)
     # the worker classes that build the feature's code when its marker is in a helper class (sglang's
     # own features): preflight looks for one of them in the running worker's MRO, not the marker's class
     runs_in: list[str] = []

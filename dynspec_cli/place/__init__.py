@@ -1,5 +1,5 @@
 """Where the server runs: one interface, a placement (place/sequence.py), and a registry of them (host, group, slurm),
-as verdict/engines.py is for engines. A placement is a module of this folder named here; it
+as engines/__init__.py is for engines. A placement is a module of this folder named here; it
 offers
 
     claims(raw) -> bool       does this profile (its parsed TOML) run here? (host: the fallback)

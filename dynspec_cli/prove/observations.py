@@ -102,7 +102,7 @@ class _Collector:
 
 
 def classifier(feature: Feature):
-    from dynspec_cli.verdict import engines
+    from dynspec_cli import engines
 
     return engines.get(feature.engine).classifier(feature)
 

@@ -313,7 +313,7 @@ class Prover:
 
 
 def _api(feature: Feature) -> str:
-    from dynspec_cli.verdict.engines import SERVING
+    from dynspec_cli.engines import SERVING
 
     return SERVING[feature.engine].api
 

@@ -107,7 +107,7 @@ class LaunchScreen:
     def preflight(self, result: dict) -> None:
         if not self.json_out:
             from dynspec_cli.report.console import render_preflight
-            from dynspec_cli.verdict import engines
+            from dynspec_cli import engines
 
             as_text = engines.get(result.get("engine") or "sglang").preflight_text
             if as_text is not None:  # an engine whose preflight report is plain text (vLLM)

@@ -44,7 +44,7 @@ def port_taken(host: Host, python: str, port: int) -> bool:
 
 
 def health(host: Host, python: str, port: int, paths: tuple[str, ...]) -> tuple[bool, str]:
-    """Is the server ready: the first of `paths` (the engine's readiness, verdict/engines.py) to answer 200."""
+    """Is the server ready: the first of `paths` (the engine's readiness, engines/__init__.py) to answer 200."""
     doc = ask(host, python, "health", str(port), *paths)
     return bool(doc.get("ok")), doc.get("status") or str(doc.get("error"))
 

@@ -13,8 +13,8 @@ from dynspec_cli.transport import Host
 
 
 def preflight_result(host: Host, prof: Profile, feature: Feature) -> dict[str, Any]:
-    """The engine's preflight (verdict/engines.py) on the profile's server flags."""
-    from dynspec_cli.verdict import engines
+    """The engine's preflight (engines/__init__.py) on the profile's server flags."""
+    from dynspec_cli import engines
 
     engine = engines.get(prof.engine or feature.engine)
     diff = _diff(prof, feature)
@@ -40,7 +40,7 @@ def start_prepared(host: Host, prof: Profile, feature: Feature, *, pre: Optional
                    replace: bool, sglang_version: Optional[str] = None) -> RunRecord:
     """Probe (when asked and there is something to instrument), then start the server."""
     from dynspec_cli.run import probe as probe_setup
-    from dynspec_cli.verdict.engines import SERVING
+    from dynspec_cli.engines import SERVING
 
     extra = None
     if probe and SERVING[prof.engine or feature.engine].probe:  # no in-server probe for vLLM yet

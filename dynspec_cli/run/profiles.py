@@ -1,6 +1,6 @@
 """Profiles: TOML files saying what to start where (host, python, env, server flags, port,
 log, feature, engine). Users keep their own; `configs/profiles/` has examples. The engine
-(`engine = "vllm"`, or the feature's) decides the command line (verdict/engines.py's SERVING)."""
+(`engine = "vllm"`, or the feature's) decides the command line (engines/__init__.py's SERVING)."""
 from __future__ import annotations
 
 import re
@@ -11,7 +11,7 @@ from typing import Optional, Union
 import msgspec
 
 from dynspec_cli.knowledge.tables import ConfigError, configs_dir, load_toml
-from dynspec_cli.verdict import engines
+from dynspec_cli import engines
 
 FlagValue = Union[str, int, float, bool, list[Union[str, int, float]]]
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -59,7 +59,7 @@ class Profile(msgspec.Struct, forbid_unknown_fields=True):
             raise ValueError("ready_timeout must be positive")
 
     def argv(self) -> list[str]:
-        serving = engines.SERVING[self.engine or "sglang"]
+        serving = engines.SERVING[self.engine or engines.DEFAULT]
         out = [self.python, "-m", self.module or serving.module, *serving.command]
         if self.model:
             out += [serving.model_flag, self.model] if serving.model_flag else [self.model]
@@ -110,11 +110,12 @@ def for_feature(prof: Profile, feature) -> Profile:
 
 
 def single_engine(prof: Profile, feature, what: str) -> None:
-    """Group and Slurm launches compute sglang's multi-node flags: a profile of another engine is
-    refused there (one line, exit 2) until they are built for it."""
+    """Group and Slurm launches compute the engine's multi-node flags: a profile of an engine without
+    them is refused there (one line, exit 2) until they are built for it."""
     engine = for_feature(prof, feature).engine
-    if engine not in ("sglang",):
-        raise ConfigError(f"{prof.source or prof.name}: {what} is built for sglang only, not {engine}; "
+    if not engines.SERVING[engine].multi_node:
+        able = ", ".join(n for n in engines.SERVER_ENGINES if engines.SERVING[n].multi_node)
+        raise ConfigError(f"{prof.source or prof.name}: {what} is built for {able} only, not {engine}; "
                           f"start one {engine} server with dynspec launch")
 
 

@@ -46,7 +46,7 @@ class RunRecord(msgspec.Struct):
     token: Optional[str] = None  # launch token: DYNSPEC_RUN_ID=<token> in the server's environment
     pid_file: Optional[str] = None  # written by the spawn itself before the server runs
     launcher: Optional[str] = None  # the dynspec process that wrote a "starting" record (see launcher_id)
-    engine: str = "sglang"  # whose log and readiness (dynspec_cli/verdict/engines.py)
+    engine: str = "sglang"  # whose log and readiness (dynspec_cli/engines/__init__.py)
     unwatched: Optional[str] = None  # why the launch that owned it stopped watching it, leaving it running (--keep/--detach)
     # the run's diff (--patch / profile `patch`): {path, sha256, files[] (installed), hunks[]} (run/patchfile.py)
     patch: Optional[dict] = None

@@ -43,7 +43,7 @@ from dynspec_cli.run import records
 from dynspec_cli.run.control import RunError
 from dynspec_cli.run.profiles import Profile, with_overrides
 from dynspec_cli.transport import Host, TransportError
-from dynspec_cli.verdict import engines
+from dynspec_cli import engines
 
 # Slurm's job states (squeue %T / scontrol JobState) that mean the job has ended
 ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL",
@@ -702,7 +702,7 @@ def fill_nodes(login: Host, rec: SlurmRecord, st: JobState) -> None:
 # --------------------------------------------------------------------------------------------------
 # watching
 
-_READINESS = engines.SERVING["sglang"].readiness  # (a Slurm job is judged as sglang's: SlurmRecord has no engine)
+_READINESS = engines.SERVING[engines.DEFAULT].readiness  # (SlurmRecord has no engine: only a multi-node engine runs there)
 HEALTH_AT = r"""
 import sys, urllib.request
 addr, port, paths = sys.argv[1], sys.argv[2], sys.argv[3:]

@@ -13,7 +13,7 @@ from dynspec_cli.knowledge.features import Feature
 from dynspec_cli.run import control, records
 from dynspec_cli.run.records import RunRecord
 from dynspec_cli.transport import Host, TransportError
-from dynspec_cli.verdict import engines
+from dynspec_cli import engines
 from dynspec_cli.verdict.result import Verdict
 from dynspec_cli.verdict.pipeline import Pipeline, judge_stream
 

@@ -19,7 +19,7 @@ from typing import BinaryIO, Callable, Iterable, Optional
 from dynspec_cli.evidence import bigfile
 from dynspec_cli.evidence.scan import Feeder, LogError, Stream, feed_file, feed_stream, open_log
 from dynspec_cli.knowledge.features import Feature
-from dynspec_cli.verdict import engines
+from dynspec_cli import engines
 from dynspec_cli.verdict.result import Verdict
 
 Tick = Callable[[Verdict, float], Optional[Verdict]]
@@ -32,7 +32,7 @@ class Pipeline:
 
     def __init__(self, feature: Feature, patched: Optional[list[str]] = None, version: Optional[str] = None, *,
                  line_base: int = 0, offset: int = 0, engine: str = "sglang") -> None:
-        e = engines.get(engine)  # the engine's classifier and judge (verdict/engines.py)
+        e = engines.get(engine)  # the engine's classifier and judge (engines/__init__.py)
         self.feature = feature
         self.judge = e.judge(feature, patched, version)
         self.feeder = Feeder(e.classifier(feature), self.judge, no=line_base, offset=offset)

@@ -42,7 +42,7 @@ class Verdict:
     probe: Optional[dict[str, Any]] = None
     claims: Optional[dict[str, Any]] = None  # each claim proven with its line, or null (verdict/claims.py)
     requested: Optional[dict[str, Any]] = None  # the log's launch command next to what server_args resolved
-    engine: str = "sglang"  # whose log it is (verdict/engines.py)
+    engine: str = "sglang"  # whose log it is (engines/__init__.py)
     compute_path: Optional[dict[str, Any]] = None  # CUDA graphs captured and used (verdict/compute_path.py); null: not judged
     stopped: Optional[dict[str, Any]] = None  # the server was asked to stop: the signal, its line, the exits after it
     # the kinds of evidence: the marker, the effect (Decode batch lines by running batch against the

@@ -2,7 +2,7 @@
 `LEVEL mm-dd hh:mm:ss [file.py:N]` prefix, which older sglang builds and custom logging configs
 write too; vLLM's own lines still make a vLLM log. The lines are fixture 57's (sglang #5284) and
 fixture 14's (vLLM speculators #149) with the prefix shape put on them."""
-from dynspec_cli.verdict import engines
+from dynspec_cli import engines
 from tests.support.logs import judge_text
 
 SGLANG_PREFIXED = [

@@ -6,7 +6,7 @@ import pytest
 
 from dynspec_cli.guard import windows as W
 from dynspec_cli.guard.watch import Guard, Guarded
-from dynspec_cli.verdict.engines import SERVING
+from dynspec_cli.engines import SERVING
 
 
 def sample(t, gen, reqs, verify, steps):

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from dynspec_cli.knowledge.features import load_feature
-from dynspec_cli.verdict import engines
+from dynspec_cli import engines
 from dynspec_cli.verdict.pipeline import Pipeline, judge_file
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "logs"

@@ -1,8 +1,8 @@
-"""The engine plug-in interface (dynspec_cli/verdict/engines.py): each engine gives knowledge, a classifier and
+"""The engine plug-in interface (dynspec_cli/engines/__init__.py): each engine gives knowledge, a classifier and
 a judge behind the same calls, and the one judging pipeline (verdict/pipeline.py) drives either."""
 import pytest
 
-from dynspec_cli.verdict import engines
+from dynspec_cli import engines
 from dynspec_cli.verdict.pipeline import Pipeline
 from dynspec_cli.knowledge.features import load_feature
 

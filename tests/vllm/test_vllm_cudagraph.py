@@ -9,7 +9,7 @@ import pytest
 
 from dynspec_cli.knowledge.vllm import knowledge
 from dynspec_cli.knowledge.features import load_feature
-from dynspec_cli.verdict import engines
+from dynspec_cli import engines
 from dynspec_cli.verdict.pipeline import judge_file
 from tests.support import vllm_wheels
 

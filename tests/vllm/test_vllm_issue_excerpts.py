@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from dynspec_cli.verdict import engines
+from dynspec_cli import engines
 from dynspec_cli.verdict.pipeline import judge_file
 from dynspec_cli.knowledge.features import load_feature
 

@@ -10,7 +10,7 @@ import pytest
 
 from dynspec_cli.evidence.commands import CommandReader, parse_flags
 from dynspec_cli.knowledge.features import load_feature
-from dynspec_cli.verdict import engines
+from dynspec_cli import engines
 from dynspec_cli.verdict.pipeline import judge_file
 
 HERE = Path(__file__).resolve().parent.parent / "fixtures" / "logs" / "vllm"

@@ -49,13 +49,15 @@ class Serving(msgspec.Struct, frozen=True):  # msgspec Structs, not dataclasses:
     rank_label: tuple[str, str] = ("dp_rank", "DP")  # the /metrics label naming a DP rank, and how guard names it
     dp_flags: tuple[str, ...] = ("--dp-size", "--dp")  # the server flags that give the number of DP ranks
     startup: tuple[str, ...] = ("server-args-dump",)  # log landmarks written only at start-up (a new one: a restart)
+    multi_node: bool = False  # group and Slurm launches know this engine's multi-node flags (--nnodes, --node-rank, ...)
 
 
 SERVING = {
     # /health_generate runs a real generation; /health answers before the scheduler can serve
     "sglang": Serving("sglang.launch_server", model_flag="--model-path", readiness=("/health_generate", "/health"),
                       probe=True, counters=("sglang:generation_tokens_total", "sglang:num_requests_total",
-                                            "sglang:spec_verify_calls_total", "sglang:prompt_tokens_total")),
+                                            "sglang:spec_verify_calls_total", "sglang:prompt_tokens_total"),
+                      multi_node=True),
     # `vllm serve MODEL`; vLLM has no /health_generate, its /health is 200 once the engine core is up.
     # Its counters carry engine="N" (one per DP engine); prometheus_client adds `_total` to a Counter's name.
     "vllm": Serving("vllm.entrypoints.cli.main", command=("serve",), readiness=("/health",), api="openai",
@@ -121,6 +123,9 @@ _FACTORIES: dict[str, Callable[[], Engine]] = {"sglang": _sglang, "vllm": _vllm}
 DETECT = {"vllm": "dynspec_cli.evidence.detect:looks_like_vllm"}
 NAMES = ("sglang", "vllm", "auto")
 SERVER_ENGINES = ("sglang", "vllm")  # what a profile's `engine` may say
+# The engine of a log nothing identifies, and of a record or profile that names none (records written before
+# records carried an engine): dynspec began as sglang's tool.
+DEFAULT = "sglang"
 
 
 class EngineError(ValueError):
