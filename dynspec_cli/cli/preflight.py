@@ -19,6 +19,7 @@ def run_preflight(profile: Optional[str] = None, extra: Sequence[str] = (), *, h
     from dynspec_cli.cli import checks, runs
     from dynspec_cli.cli.errors import UsageError, known_errors, report
     from dynspec_cli.knowledge.features import load_feature
+    from dynspec_cli.run import patchfile
     from dynspec_cli.run.profiles import for_feature
     from dynspec_cli import engines
 
@@ -58,7 +59,7 @@ def run_preflight(profile: Optional[str] = None, extra: Sequence[str] = (), *, h
             from dynspec_cli.knowledge.features import patch_file
 
             patch = patch_file(feat)
-        diff = checks.read_diff(patch) if patch is not None else None
+        diff = patchfile.read_text(patch) if patch is not None else None
         if dynamic and not json_out and sys.stderr.isatty():
             sys.stderr.write(f"dynspec: --dynamic: importing sglang with {py} on {target_spec} "
                              "(sglang's own argument resolution; seconds) ...\n")
