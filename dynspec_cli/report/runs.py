@@ -1,6 +1,8 @@
-"""How runs are shown: the live line (or table, for a group) while watching, and the end of a
-launch, watch, status or stop. Commands in cli/ call these; rich is imported only when something
-is drawn on a terminal."""
+"""How runs are shown: the live line of one server while watching, and the end of its launch,
+watch or stop (any placement of one server uses these: the host's, the seam test's toy); every
+placement's runs in `dynspec status`, and a run over several nodes in `group status`. What only
+one placement shows is in its folder (place/<name>/report.py). rich is imported only when
+something is drawn on a terminal."""
 from __future__ import annotations
 
 import time
