@@ -178,13 +178,13 @@ def launch(
     from dynspec_cli.place.sequence import LaunchOptions
 
     with _errors():
-        env = _env_items(env)
-        req = place.Request(profile, runs.opener(ssh_config, known_hosts, accept_new_host_key), host=host, env=env,
-                            sets=set_, name=name, timeout=timeout, dry_run=dry_run, patch=patch,
-                            extra={"no_probe": no_probe, "no_preflight": no_preflight})
+        kind = place.of_profile(profile)  # where it runs: a host, a group, a scheduler's nodes
+        req = place.Request(profile, runs.opener(ssh_config, known_hosts, accept_new_host_key), host=host,
+                            env=_env_items(env), sets=set_, name=name, timeout=timeout, patch=patch,
+                            probe=not no_probe, preflight=not no_preflight, options=place.options(kind, dry_run=dry_run))
         opts = LaunchOptions(replace=replace, keep=keep, detach=detach, watch=not no_watch,
                              preflight=not no_preflight, probe=not no_probe, timeout=timeout)
-        code = runs.launch(place.of_profile(profile), req, opts, json_out)
+        code = runs.launch(kind, req, opts, json_out, dry_run=dry_run)
     raise typer.Exit(code)
 
 
@@ -201,30 +201,12 @@ def watch(
     accept_new_host_key: AcceptNewHostKey = False,
 ) -> None:
     """Re-attach to a run (also from another machine) and watch it to its verdict."""
-    from dynspec_cli import place
     from dynspec_cli.cli import runs
-    from dynspec_cli.place import sequence
 
     with _errors():
-        out = _out(json_out)
-        req = place.Request(open_host=runs.opener(ssh_config, known_hosts, accept_new_host_key))
-        with req.open_host(host) as target:
-            p, rec = _found(target, name, req)
-            screen = p.screen(out, json_out)
-            with screen:
-                result = sequence.watch(p, rec, timeout=timeout, keep=keep, detach=detach, on_update=screen.update)
-            code = p.render(out, result, json_out)
+        code = runs.watch(runs.request(ssh_config, known_hosts, accept_new_host_key), host, name, timeout=timeout,
+                          keep=keep, detach=detach, json_out=json_out)
     raise typer.Exit(code)
-
-
-def _found(target, name: str, req):
-    """(placement, record) of the run `name` on `target` (any placement's: a Slurm run by job id too)."""
-    from dynspec_cli import place
-
-    found = place.find(target, name, req)
-    if found is None:
-        raise UsageError(f"no run named {name!r} on {target.name}")
-    return found
 
 
 @app.command(epilog=STOP_EXIT)
@@ -238,18 +220,17 @@ def stop(
 ) -> None:
     """Stop a run: SIGTERM to its process group, SIGKILL after the grace period, then confirm
     that no process of the group remains."""
-    from dynspec_cli import place
     from dynspec_cli.cli import runs
     from dynspec_cli.run import control
     from dynspec_cli.run.hints import command
     from dynspec_cli.transport import TransportError
 
     with _errors():
-        req = place.Request(open_host=runs.opener(ssh_config, known_hosts, accept_new_host_key))
-        with req.open_host(host) as target:
+        with runs.request(ssh_config, known_hosts, accept_new_host_key) as req:
+            target = req.open_host(host)
             rec = None
             try:
-                p, rec = _found(target, name, req)
+                p, rec = runs.found(target, name, req)
                 code = p.end(rec, grace=grace, out=_out(False))
             except TransportError as e:  # say what may be left, and how to try again
                 pid = f" (pid {rec.pid})" if getattr(rec, "pid", None) else ""

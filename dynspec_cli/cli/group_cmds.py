@@ -1,7 +1,6 @@
 """`dynspec group launch/watch/status/stop`: one SGLang server spanning several hosts."""
 from __future__ import annotations
 
-import sys
 from typing import List, Optional
 
 import typer
@@ -9,7 +8,6 @@ import typer
 from dynspec_cli.cli.options import AcceptNewHostKey, KnownHosts, SshConfig
 from dynspec_cli.cli.options import errors as _errors
 from dynspec_cli.cli.options import out as _out
-from dynspec_cli.run import hints
 
 # (not imported from app: app imports this module while it is being built)
 EXIT_CODES = """Exit codes: 0 live · 1 dead (a node's patched code cannot or did not run; preflight mismatch between nodes) · 2 bad input · 3 inconclusive / timeout · 4 crashed (a node crashed or stalled)."""
@@ -25,13 +23,6 @@ group_app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
-
-
-def _hosts(ssh_config, known_hosts, accept_new):
-    from dynspec_cli.cli import runs
-    from dynspec_cli.place.group import Hosts
-
-    return Hosts(runs.opener(ssh_config, known_hosts, accept_new))
 
 
 @group_app.command(epilog=EXIT_CODES)
@@ -64,14 +55,15 @@ def launch(
 
     with _errors():
         env = [checks.env_item(item) for item in env] if env else env
+        # the hosts the profile lists, or a scheduler's nodes (Slurm hands them out)
+        kind = place.of_profile(profile)
         req = place.Request(profile, runs.opener(ssh_config, known_hosts, accept_new_host_key), env=env, sets=set_,
-                            name=name, timeout=timeout, stall_timeout=stall_timeout,
-                            extra={"no_probe": no_probe, "no_preflight": no_preflight, "node_env": node_env,
-                                   "force": force, "dist_init_addr": dist_init_addr})
+                            name=name, timeout=timeout, stall_timeout=stall_timeout, probe=not no_probe,
+                            preflight=not no_preflight,
+                            options=place.options(kind, node_env=node_env, force=force, dist_init_addr=dist_init_addr))
         opts = LaunchOptions(replace=replace, keep=keep, detach=detach, watch=not no_watch,
                              preflight=not no_preflight, probe=not no_probe, timeout=timeout)
-        # the hosts the profile lists, or a scheduler's nodes (Slurm hands them out)
-        code = runs.launch(place.of_profile(profile), req, opts, json_out)
+        code = runs.launch(kind, req, opts, json_out)
     raise typer.Exit(code)
 
 
@@ -89,17 +81,11 @@ def watch_cmd(
     accept_new_host_key: AcceptNewHostKey = False,
 ) -> None:
     """Re-attach to a group and watch every node to the group's verdict."""
-    from dynspec_cli.place import group as placement
-    from dynspec_cli.place import sequence
+    from dynspec_cli.cli import runs
 
     with _errors():
-        out = _out(json_out)
-        with _hosts(ssh_config, known_hosts, accept_new_host_key) as hosts:
-            p, rec = placement.attach(hosts, group, host, stall_timeout=stall_timeout)
-            screen = p.screen(out, json_out)
-            with screen:
-                result = sequence.watch(p, rec, timeout=timeout, keep=keep, detach=detach, on_update=screen.update)
-            code = p.render(out, result, json_out)
+        code = runs.watch(runs.request(ssh_config, known_hosts, accept_new_host_key, stall_timeout=stall_timeout), host,
+                          group, timeout=timeout, keep=keep, detach=detach, json_out=json_out, group=True)
     raise typer.Exit(code)
 
 
@@ -113,25 +99,16 @@ def status_cmd(
     accept_new_host_key: AcceptNewHostKey = False,
 ) -> None:
     """Every node of a group: alive or not, its verdict so far, its last log lines."""
-    from dynspec_cli.knowledge.features import load_feature
-    from dynspec_cli.place import group as placement
-    from dynspec_cli.run import group as G
-    from dynspec_cli.run import ownership
+    from dynspec_cli.cli import runs
+    from dynspec_cli.cli.options import load_feature
+    from dynspec_cli.report.runs import render_nodes_status
 
     with _errors():
-        with _hosts(ssh_config, known_hosts, accept_new_host_key) as opener:
-            doc = placement.load(opener, group, host)
-            rows = []
-            for m in sorted(doc["members"], key=lambda m: m["rank"]):
-                h = opener(m["host"], m.get("python"))
-                rec = ownership.load(h, m["name"])
-                row = G.node_status(h, rec, load_feature) if rec is not None else {
-                    "name": m["name"], "alive": False, "verdict": None, "last_lines": ["(no run record)"]}
-                rows.append({"rank": m["rank"], **row, "host": m["host"]})
-    gv = G.group_verdict([r["verdict"] for r in rows])
-    from dynspec_cli.report.runs import render_group_status
-
-    render_group_status(_out(json_out), group, gv, doc, rows, json_out)
+        with runs.request(ssh_config, known_hosts, accept_new_host_key) as req:
+            target = req.open_host(host or "local")
+            p, rec = runs.found_group(target, group, req, host)
+            doc = p.nodes_status(rec, load_feature)
+    render_nodes_status(_out(json_out), doc, json_out)
 
 
 @group_app.command("stop", epilog=STOP_EXIT)
@@ -144,23 +121,14 @@ def stop_cmd(
     accept_new_host_key: AcceptNewHostKey = False,
 ) -> None:
     """Stop every node of a group, then confirm that no process of it remains on any host."""
-    from dynspec_cli.place import group as placement
-    from dynspec_cli.report.group import still_running
-    from dynspec_cli.run import group as G
+    from dynspec_cli.cli import runs
 
     with _errors():
-        with _hosts(ssh_config, known_hosts, accept_new_host_key) as opener:
-            doc = placement.load(opener, group, host)
-            left = G.stop_members(doc, opener, grace=grace)
-            files = hints.group_files(opener.hosts)
-    if left:
-        for m, why in left:
-            still_running(group, m["rank"], m["host"], m["name"], m.get("pid"), why, files)
-        stopped = len(doc["members"]) - len(left)
-        sys.stderr.write(f"dynspec: error: group {group!r}: {len(left)} of {len(doc['members'])} nodes not "
-                         f"stopped ({stopped} stopped)\n")
-        raise typer.Exit(1)
-    _out(False).print(f"stopped: group {group} ({len(doc['members'])} nodes); no process remains on any host")
+        with runs.request(ssh_config, known_hosts, accept_new_host_key) as req:
+            target = req.open_host(host or "local")
+            p, rec = runs.found_group(target, group, req, host)
+            code = p.end(rec, grace=grace, out=_out(False))
+    raise typer.Exit(code)
 
 
 def register(app: typer.Typer) -> None:

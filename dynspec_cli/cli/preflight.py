@@ -14,12 +14,13 @@ def run_preflight(profile: Optional[str] = None, extra: Sequence[str] = (), *, h
                   sbatch: Optional[str] = None) -> int:
     """The whole command: inspect, judge, print the report (or JSON), return the exit code.
     `extra` are the engine's server flags (what follows `--`)."""
-    if sbatch is not None:  # the user's own sbatch script (run/sbatch_check.py)
-        return _check_sbatch(sbatch, json_out)
+    if sbatch is not None:  # the user's own sbatch script
+        return _check_script("sbatch", sbatch, json_out)
     from dynspec_cli.cli import checks, runs
     from dynspec_cli.cli.errors import UsageError, known_errors, report
     from dynspec_cli.knowledge.features import load_feature
-    from dynspec_cli.run.profiles import for_feature, load_profile, with_overrides
+    from dynspec_cli.run import patchfile
+    from dynspec_cli.run.profiles import for_feature
     from dynspec_cli import engines
 
     extra = list(extra)
@@ -31,7 +32,9 @@ def run_preflight(profile: Optional[str] = None, extra: Sequence[str] = (), *, h
             profile = None
         prof = None
         if profile is not None:
-            prof = with_overrides(load_profile(profile), host=host, env=list(env) if env else None)
+            from dynspec_cli import place
+
+            prof = place.server_profile(profile, host=host, env=list(env) if env else None)  # as its placement reads it
             feat = load_feature(feature or prof.feature)
             prof = for_feature(prof, feat)  # the engine decides the command line
             flags = prof.argv()[3:] + extra
@@ -56,7 +59,7 @@ def run_preflight(profile: Optional[str] = None, extra: Sequence[str] = (), *, h
             from dynspec_cli.knowledge.features import patch_file
 
             patch = patch_file(feat)
-        diff = checks.read_diff(patch) if patch is not None else None
+        diff = patchfile.read_text(patch) if patch is not None else None
         if dynamic and not json_out and sys.stderr.isatty():
             sys.stderr.write(f"dynspec: --dynamic: importing sglang with {py} on {target_spec} "
                              "(sglang's own argument resolution; seconds) ...\n")
@@ -72,17 +75,34 @@ def run_preflight(profile: Optional[str] = None, extra: Sequence[str] = (), *, h
                                          cfg))
     except known_errors() as e:
         return report(str(e))
+    _render(result, eng, json_out)
+    return result["exit_code"]
+
+
+def _render(result: dict, eng, json_out: bool) -> None:
     if json_out:
         from dynspec_cli.report.jsonout import emit
 
         emit(result)
-    elif eng.preflight_text is not None:
+    elif eng.preflight_text is not None:  # an engine whose preflight report is plain text (vLLM)
         print(eng.preflight_text(result))
     else:
         from dynspec_cli.report.console import render_preflight
 
         render_preflight(result)
-    return result["exit_code"]
+
+
+def _check_script(kind: str, path: str, json_out: bool) -> int:
+    """`--sbatch FILE` and its like: the user's own launch script, checked (never run) by the
+    placement that runs such scripts."""
+    from dynspec_cli import place
+    from dynspec_cli.cli.errors import report
+    from dynspec_cli.knowledge.tables import ConfigError
+
+    try:
+        return place.check_script(kind, path, json_out)
+    except ConfigError as e:
+        return report(str(e))
 
 
 def _start_command(feat, result, classes, argv, env, target_spec, ssh_config) -> dict:
@@ -101,35 +121,3 @@ def _start_command(feat, result, classes, argv, env, target_spec, ssh_config) ->
                         probe_files=probe_setup.probe_files() if remote else None)
     return {"probe_command": cmd.line, "probe_command_needs": cmd.needs, "probe_dir": cmd.probe_dir,
             "probe_copy": cmd.copy}
-
-
-def _check_sbatch(path: str, json_out: bool) -> int:
-    """`dynspec preflight --sbatch FILE`: the findings, exit 1 if the script would not launch right;
-    a script it cannot read (or with no launch it can follow) is unknown, exit 3, never a finding."""
-    import os
-
-    from dynspec_cli.cli.errors import report
-    from dynspec_cli.run.sbatch_check import check, unreadable
-
-    if not os.path.lexists(path):
-        return report(f"{path}: no such sbatch script")
-    try:
-        if not os.path.isfile(path):
-            raise OSError(0, "not a regular file")
-        with open(path, "rb") as fh:
-            data = fh.read(4 << 20)
-        if b"\0" in data:
-            raise OSError(0, "not text (NUL bytes)")
-        res = check(data.decode("utf-8", "replace"))  # (a stray latin-1 byte in a comment is still a script)
-    except OSError as e:
-        res = unreadable(path, getattr(e, "strerror", None) or str(e))
-    res["script"] = path
-    if json_out:
-        from dynspec_cli.report.jsonout import emit
-
-        emit(res)
-    else:
-        from dynspec_cli.report.console import render_sbatch_check
-
-        render_sbatch_check(res, path)
-    return res["exit_code"]

@@ -32,17 +32,63 @@ def opener(ssh_config: Optional[str], known_hosts: Optional[str], accept_new: bo
     return open_host
 
 
-def launch(placement, req, opts, json_out: bool) -> int:
-    """A launch on `placement` (a module of dynspec_cli/place): the shared sequence, shown by the
-    placement's screen and rendered by it; the exit code."""
+def request(ssh_config: Optional[str], known_hosts: Optional[str], accept_new: bool, **fields):
+    """A placement Request that reaches hosts with these SSH options (and closes them with itself)."""
+    from dynspec_cli import place
+
+    return place.Request(reach=opener(ssh_config, known_hosts, accept_new), **fields)
+
+
+def launch(kind, req, opts, json_out: bool, *, dry_run: bool = False) -> int:
+    """A launch on the placement `kind` (a member of dynspec_cli/place, as place.of_profile found
+    it): the shared sequence, shown by the placement's screen and rendered by it; the exit code."""
     from dynspec_cli.cli.options import out as _out
     from dynspec_cli.place import sequence
 
     out = _out(json_out)
-    with placement.open(req) as p:
-        if req.dry_run:
+    with req, kind.open(req) as p:
+        if dry_run:  # (place.options let it through: this placement's Options take dry_run)
             return p.dry_run()
         screen = p.screen(out, json_out)
         with screen:
             result = sequence.launch(p, opts, screen)
+        return p.render(out, result, json_out)
+
+
+def found(target, name: str, req):
+    """(placement, record) of the run `name` on `target` (any placement's: a Slurm run by job id too)."""
+    from dynspec_cli import place
+    from dynspec_cli.cli.errors import UsageError
+
+    hit = place.find(target, name, req)
+    if hit is None:
+        raise UsageError(f"no run named {name!r} on {target.name}")
+    return hit
+
+
+def found_group(target, name: str, req, host: Optional[str]):
+    """(placement, record) of the run over several hosts `name` recorded on `target` (node 0)."""
+    from dynspec_cli import place
+    from dynspec_cli.run.control import RunError
+
+    hit = place.find_group(target, name, req)
+    if hit is None:
+        raise RunError(f"no group named {name!r} on {target.name}" + ("" if host else " (give node 0 with --host)"))
+    return hit
+
+
+def watch(req, host: Optional[str], name: str, *, timeout, keep: bool, detach: bool, json_out: bool,
+          group: bool = False) -> int:
+    """Re-attach to a run (`group`: a run over several hosts, by its node 0) and watch it to its
+    verdict with the shared sequence; the exit code."""
+    from dynspec_cli.cli.options import out as _out
+    from dynspec_cli.place import sequence
+
+    out = _out(json_out)
+    with req:
+        target = req.open_host(host or "local")
+        p, rec = found_group(target, name, req, host) if group else found(target, name, req)
+        screen = p.screen(out, json_out)
+        with screen:
+            result = sequence.watch(p, rec, timeout=timeout, keep=keep, detach=detach, on_update=screen.update)
         return p.render(out, result, json_out)

@@ -1,11 +1,13 @@
 """The one sequence of every placement: preflight gate -> start -> watch, and what Ctrl-C does at
-any moment of it (written here only). A placement (this folder: host.py, slurm.py) supplies the
-steps; `Screen` shows them while they run; cli/ renders the `Launched` that comes back."""
+any moment of it (written here only). A placement (a folder of place/) supplies the steps, the
+`Placement` methods of protocol.py; `Screen` shows them while they run; the placement's `render`
+shows the `Launched` that comes back."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Protocol
 
+from dynspec_cli.place.protocol import Placement
 from dynspec_cli.run import records
 
 
@@ -33,25 +35,6 @@ class Launched:
     detached: bool = False  # interrupted and left running, as asked
     left: Any = None  # interrupted: why the run may still be running (the placement's words); falsy: nothing
     name: str = ""  # the run's name (also when no record is known)
-
-
-class Placement(Protocol):
-    """Where one run's server runs (a host, a Slurm job, ...), as the sequence drives it."""
-
-    name: str
-    ready_timeout: Optional[float]  # a launch's watch gives up after this long unless told otherwise
-
-    def preflight(self) -> Optional[dict[str, Any]]: ...  # None: this placement checks elsewhere (in the job)
-    def refuses(self, pre: dict[str, Any]) -> bool: ...
-    def start(self, pre: Optional[dict[str, Any]], *, probe: bool, replace: bool) -> Any: ...  # its record
-    def watching(self, rec: Any, *, keep: bool, detach: bool) -> None: ...  # about to watch a run
-    def watch(self, rec: Any, *, timeout: Optional[float], keep: bool, on_update: Callable | None) -> Any: ...
-    def started(self, since: float) -> Any: ...  # after Ctrl-C: the record this launch wrote, else None
-    def unresolved(self, rec: Any) -> Optional[str]: ...  # why it cannot be stopped now (a start cut short)
-    def release(self, rec: Any) -> None: ...  # dynspec stops answering for the run: it stays as it is
-    def stop(self, rec: Any) -> Any: ...  # stop it and confirm: falsy once gone, else what may be left
-    def hint(self, verb: str, rec: Any) -> str: ...  # the dynspec command that does `verb` (stop, watch, status) to the run
-    def mark(self, rec: Any, why: str) -> None: ...  # note in the run's record that dynspec stopped watching it, and why
 
 
 class Screen(Protocol):

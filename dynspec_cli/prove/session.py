@@ -2,7 +2,7 @@
 server's host through `Host.run_python`, so the traffic goes to 127.0.0.1:<port of the run> on
 that host, also over SSH; it stops by itself at the step's bounds, and the host kills it when
 dynspec is interrupted (Ctrl-C ends `run_python`, whose process group is killed). A Slurm run's
-target is its login host, the traffic going to node 0's NodeAddr:port (place/slurm.py)."""
+target is its login host, the traffic going to node 0's NodeAddr:port (place/slurm/placement.py)."""
 from __future__ import annotations
 
 import json
@@ -50,7 +50,7 @@ class Target:
     record: Optional[RunRecord] = None
     api_key: Optional[str] = field(default=None, repr=False)  # the server's --api-key (never printed)
     api_key_source: Optional[str] = None  # the environment variable it came from
-    # a run a scheduler placed (place/slurm.py): .label(target), .gone(target), .job_id, and the
+    # a run a scheduler placed (place/slurm/placement.py): .label(target), .gone(target), .job_id, and the
     # receipt's parts (receipt_server(), receipt_part(), check_server(host, doc)); None: a process on `host`
     where: Any = None
 

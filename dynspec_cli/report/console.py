@@ -265,24 +265,3 @@ def render_verdict(v: dict[str, Any], out=None, *, source: str = "") -> None:
 
 def render_preflight(r: dict[str, Any], out=None) -> None:
     show(preflight_lines(r), out)
-
-
-def render_sbatch_check(res: dict, path: str) -> None:
-    """`dynspec preflight --sbatch FILE` as text (plain: it is written without rich)."""
-    from dynspec_cli.knowledge.findings import doc
-
-    out = sys.stdout
-    if res["verdict"] == "unknown":
-        out.write(f"? {path}: unknown: {res['note']}\n")
-        return
-    if not res["findings"]:
-        out.write(f"✓ {path}: {res['launches']} {'/'.join(res['engines'])} launch(es), "
-                  f"{res['nodes'] or 1} node(s): no rank, rendezvous or node-count mistake found\n")
-        return
-    out.write(f"✗ {path}: this job would not start the server as meant\n")
-    for f in res["findings"]:
-        d = doc(f["code"])
-        where = f" (line {f['line']})" if f.get("line") else ""
-        out.write(f"  ✗ {f['code']} {d.name if d else ''}{where}: {f['message']}\n")
-        if d is not None and d.fix:
-            out.write(f"      fix: {d.fix}\n")

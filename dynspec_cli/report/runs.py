@@ -1,6 +1,8 @@
-"""How runs are shown: the live line (or table, for a group) while watching, and the end of a
-launch, watch, status or stop. Commands in cli/ call these; rich is imported only when something
-is drawn on a terminal."""
+"""How runs are shown: the live line of one server while watching, and the end of its launch,
+watch or stop (any placement of one server uses these: the host's, the seam test's toy); every
+placement's runs in `dynspec status`, and a run over several nodes in `group status`. What only
+one placement shows is in its folder (place/<name>/report.py). rich is imported only when
+something is drawn on a terminal."""
 from __future__ import annotations
 
 import time
@@ -116,7 +118,7 @@ class LaunchScreen:
                 render_preflight(result, self.out)
 
     def started(self, p, rec) -> None:
-        """`p`: the host placement (place/host.py) that started `rec`."""
+        """`p`: the placement that started `rec` (one server: its `host` and `prof`)."""
         if not self.json_out:
             from dynspec_cli.run.profiles import shown_command
 
@@ -207,51 +209,6 @@ def render_launched(out: "Console", target, result, json_out: bool) -> int:
     return o.verdict.exit_code
 
 
-class GroupDisplay(LiveDisplay):
-    """One live table while watching: a row per node (phase, last evidence, verdict)."""
-
-    def __init__(self, out, group: str, enabled: bool) -> None:
-        super().__init__(out, enabled)
-        self.group = group
-
-    def update(self, states) -> None:
-        if not self.live:
-            return
-        self.live.update(table(states, f"{self.group} {time.monotonic() - self.t0:6.1f}s"))
-
-
-def table(states, title: str):
-    from rich.table import Table
-
-    from dynspec_cli.report.console import MARK
-
-    t = Table(title=title, title_justify="left", show_edge=False)
-    for col in ("node", "host", "phase", "verdict", "last evidence"):
-        t.add_column(col, overflow="fold" if col == "last evidence" else None)
-    for s in states:
-        mark, colour = MARK.get(s.verdict, ("?", "yellow"))
-        phase = s.phase + (" (stalled)" if s.stalled else "")
-        t.add_row(str(s.rank), s.host, phase, f"[{colour}]{mark} {s.verdict}[/]", _escape(s.evidence[:160]))
-    return t
-
-
-def report_group(out, outcome, group: str, json_out: bool, stop_hint: str = "") -> None:
-    if json_out:
-        from dynspec_cli.report.jsonout import emit
-
-        emit(outcome.to_json(group))
-        return
-    from dynspec_cli.report.console import MARK
-
-    out.print(table(outcome.states, group))
-    mark, colour = MARK.get(outcome.verdict, ("?", "yellow"))
-    out.print(f"[{colour}]{mark} {outcome.verdict.upper()}[/] group {group}: {_escape(outcome.message)}")
-    if outcome.stopped:
-        out.print(f"  group stopped ({outcome.verdict}); no process remains on any node")
-    elif outcome.verdict == "live":
-        out.print(f"  the group keeps running ({_escape(stop_hint)})")
-
-
 def render_status(out: "Console", rows: list[dict], host: str, json_out: bool) -> None:
     if json_out:
         from dynspec_cli.report.jsonout import emit
@@ -289,13 +246,17 @@ def render_stopped(out: "Console", rec, *, was_alive: bool, gone: bool, left: li
     return 0
 
 
-def render_group_status(out: "Console", group: str, verdict: str, doc: dict, rows: list[dict], json_out: bool) -> None:
+def render_nodes_status(out: "Console", doc: dict, json_out: bool) -> None:
+    """`dynspec group status`: a run over several nodes (a placement's nodes_status document: the
+    run, its verdict over the nodes, its rendezvous and a row per node)."""
     if json_out:
         from dynspec_cli.report.jsonout import emit
 
-        emit({"group": group, "verdict": verdict, "dist_init_addr": doc.get("dist_init_addr"), "nodes": rows})
+        emit(doc)
         return
-    out.print(f"group {group}: {len(rows)} nodes, verdict {verdict}, dist-init-addr {doc.get('dist_init_addr')}")
+    rows = doc["nodes"]
+    out.print(f"group {doc['group']}: {len(rows)} nodes, verdict {doc['verdict']}, dist-init-addr "
+              f"{doc.get('dist_init_addr')}")
     for r in rows:
         out.print(f"  node {r['rank']} {r['host']}: {r['name']} {'alive' if r['alive'] else 'stopped'} "
                   f"verdict {r['verdict'] or 'unknown'}")

@@ -1,2 +1,3 @@
-"""Runs of a patched server: profiles (what to start), records (what was started, kept on the
-host), launching, watching and stopping."""
+"""The steps of a run that every placement uses: profiles (what to start), records (what was
+started, kept on the host) and ownership, starting a detached server, watching it and stopping it.
+Where a run is placed (a host, a group, a Slurm job) is place/'s."""

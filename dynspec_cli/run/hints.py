@@ -4,7 +4,6 @@ directory and any shell: it names the host and every file this command reached i
 from __future__ import annotations
 
 import shlex
-from typing import Iterable
 
 OPTIONS = {"ssh_config": "--ssh-config", "known_hosts": "--known-hosts"}
 
@@ -17,14 +16,3 @@ def reach(name: str, files: dict[str, str]) -> list[str]:
 def command(*words: str, host) -> str:
     """`dynspec WORDS --host H ...` for a run on `host` (a Host), quoted for a POSIX shell."""
     return shlex.join(["dynspec", *words, *reach(host.name, host.reach_files())])
-
-
-def group_files(hosts: Iterable) -> dict[str, str]:
-    """The SSH files of a group's commands: one set reaches every node (as `group launch` took it)."""
-    return next((files for h in hosts if (files := h.reach_files())), {})
-
-
-def group_command(*words: str, node0, hosts: Iterable) -> str:
-    """`dynspec group WORDS --host NODE0 --ssh-config F ...`: the files are named also when node 0
-    is this machine (`--host local`), since the other nodes need them."""
-    return shlex.join(["dynspec", "group", *words, *reach(node0.name, group_files(hosts))])

@@ -1,6 +1,6 @@
 """The steps of starting one server on a host: the engine's preflight, the probe, the start, and
-after a Ctrl-C the record that start wrote. place/host.py runs them in the shared sequence
-(place/sequence.py); `dynspec group launch` runs them on every node (`start_prepared`)."""
+after a Ctrl-C the record that start wrote. place/host/ runs them in the shared sequence
+(place/sequence.py); place/group/ on every node (`start_prepared`)."""
 from __future__ import annotations
 
 from typing import Any, Optional

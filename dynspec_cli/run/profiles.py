@@ -10,7 +10,8 @@ from typing import Optional, Union
 
 import msgspec
 
-from dynspec_cli.knowledge.tables import ConfigError, configs_dir, load_toml
+from dynspec_cli.knowledge.tables import ConfigError, configs_dir
+from dynspec_cli.resources import tomllib
 from dynspec_cli import engines
 
 FlagValue = Union[str, int, float, bool, list[Union[str, int, float]]]
@@ -83,15 +84,52 @@ class Profile(msgspec.Struct, forbid_unknown_fields=True):
         return self.log.replace("{name}", self.name)
 
 
-def load_profile(ref: str) -> Profile:
+def profile_file(ref: str) -> Path:
+    """The file a profile reference names: a path (a name ending in .toml, or any file that
+    exists), else a bundled profile's name (configs/profiles/NAME.toml). The one place a
+    reference becomes a file, for every placement's loader. ConfigError if it names neither."""
     p = Path(ref)
-    if not (p.suffix == ".toml" or p.exists()):
-        bundled = configs_dir() / "profiles" / f"{ref}.toml"
-        if not bundled.exists():
-            raise ConfigError(f"profile {ref!r} not found (give a path to a .toml file)")
-        p = bundled
-    prof = load_toml(p, Profile, where=str(p))
+    if p.suffix == ".toml" or p.exists():
+        return p
+    bundled = configs_dir() / "profiles" / f"{ref}.toml"
+    if not bundled.exists():
+        raise ConfigError(f"profile {ref!r} not found (give a path to a .toml file)")
+    return bundled
+
+
+def read_profile(ref: str) -> tuple[Path, dict]:
+    """(file, its TOML as read) of a profile reference, before any placement takes its keys
+    out; a file that cannot be read is one ConfigError line naming it (as knowledge's load_toml)."""
+    p = profile_file(ref)
+    try:
+        return p, tomllib.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{p}: file not found") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{p}: is a directory, not a TOML file") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{p}: not UTF-8 text") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{p}: invalid TOML: {e}") from None
+    except OSError as e:
+        raise ConfigError(f"{p}: cannot read: {e.strerror}") from None
+
+
+def as_profile(raw: dict, p: Path) -> Profile:
+    """The profile of what `raw` holds once a placement has taken its own keys out of it (one
+    ConfigError line naming the file and the key); `source` is the file."""
+    try:
+        prof = msgspec.convert(raw, Profile, strict=True)
+    except (msgspec.ValidationError, ValueError) as e:
+        raise ConfigError(f"{p}: {e}") from None
     prof.source = str(p)
+    return prof
+
+
+def load_profile(ref: str) -> Profile:
+    """A one-server profile (what `dynspec launch` starts on a host, `dynspec preflight` judges)."""
+    p, raw = read_profile(ref)
+    prof = as_profile(raw, p)
     if prof.patch is not None:  # relative to the profile, wherever dynspec runs from
         where = (p.parent / prof.patch).resolve()
         if not where.is_file():

@@ -4,7 +4,8 @@ from __future__ import annotations
 import pytest
 
 from dynspec_cli.knowledge.tables import ConfigError
-from dynspec_cli.run import group as G
+from dynspec_cli.place.group import preflight as P
+from dynspec_cli.place.group import profile as G
 from tests.multinode.helpers import write_group_profile
 
 
@@ -57,18 +58,18 @@ def node(rank, version="0.5.9", hashes=None, flags=None):
 
 
 def test_identical_nodes_have_no_findings():
-    assert G.compare_nodes([node(0), node(1), node(2)]) == []
+    assert P.compare_nodes([node(0), node(1), node(2)]) == []
 
 
 def test_patched_file_hash_mismatch_names_node_and_file():
-    out = G.compare_nodes([node(0), node(1, hashes={"sglang/srt/speculative/eagle_worker_v2.py": "bb" * 32})])
+    out = P.compare_nodes([node(0), node(1, hashes={"sglang/srt/speculative/eagle_worker_v2.py": "bb" * 32})])
     assert [(f.code, f.rank, f.file) for f in out] == [
         ("DS402", 1, "sglang/srt/speculative/eagle_worker_v2.py")]
     assert "differs" in out[0].message
 
 
 def test_missing_patch_version_and_flag_mismatches():
-    out = G.compare_nodes([node(0), node(1, version="0.5.10", hashes={},
+    out = P.compare_nodes([node(0), node(1, version="0.5.10", hashes={},
                                           flags=["--tp-size", "4", "--node-rank", "1"])])
     codes = sorted(f.code for f in out)
     assert codes == ["DS401", "DS402", "DS403"]
@@ -76,7 +77,7 @@ def test_missing_patch_version_and_flag_mismatches():
 
 
 def test_flags_may_differ_only_in_node_rank():
-    assert G._flags_without_rank(["--a", "1", "--node-rank", "3", "--node-rank=4", "--b"]) == ["--a", "1", "--b"]
+    assert P._flags_without_rank(["--a", "1", "--node-rank", "3", "--node-rank=4", "--b"]) == ["--a", "1", "--b"]
 
 
 @pytest.mark.parametrize("other, code", [
@@ -87,7 +88,7 @@ def test_flags_may_differ_only_in_node_rank():
 def test_each_node_mismatch_makes_the_group_dead(other, code):
     from dynspec_cli.knowledge.findings import forced_verdict
 
-    found = G.compare_nodes([node(0), other])
+    found = P.compare_nodes([node(0), other])
     assert [f.code for f in found] == [code]
     assert forced_verdict(found, "group") == "dead"
 

@@ -1,17 +1,12 @@
-"""The placement of one server on one host (this machine, or one reached over SSH): its steps
-are run/launch.py's and run/control.py's, its records the host's ~/.dynspec/runs/NAME.json."""
+"""The HostPlacement the sequence drives: one server on one host (this machine, or one reached over
+SSH), started by run/launch.py, stopped by run/control.py, recorded in the host's
+~/.dynspec/runs/NAME.json."""
 from __future__ import annotations
 
-from contextlib import contextmanager
-from typing import Any, Iterator, Optional
+from typing import Any, Optional
 
 from dynspec_cli.run import control, records
-from dynspec_cli.run.control import RunError
 from dynspec_cli.run.records import RunRecord
-
-
-def claims(raw: dict) -> bool:
-    return False  # the fallback: every profile no other placement claims
 
 
 class HostPlacement:
@@ -93,9 +88,6 @@ class HostPlacement:
 
         return render_launched(out, self.host, result, json_out)
 
-    def dry_run(self) -> int:
-        raise RunError('--dry-run: only for profiles with scheduler = "slurm"')
-
     def end(self, rec: RunRecord, *, grace: float, out) -> int:
         """`dynspec stop`: SIGTERM, SIGKILL after `grace`, confirmed; the exit code."""
         from dynspec_cli.report.runs import render_stopped
@@ -103,41 +95,3 @@ class HostPlacement:
         was_alive, gone = control.stop_run(self.host, rec, grace=grace)
         left = [] if gone else control.still_running(self.host, rec)
         return render_stopped(out, rec, was_alive=was_alive, gone=gone, left=left)
-
-
-@contextmanager
-def open(req) -> Iterator[HostPlacement]:
-    from dynspec_cli.knowledge.features import load_feature
-    from dynspec_cli.run.profiles import for_feature, load_profile, with_overrides
-
-    if req.dry_run:
-        HostPlacement.dry_run(None)
-    prof = with_overrides(load_profile(req.profile), host=req.host, env=req.env, sets=req.sets, name=req.name,
-                          patch=req.patch)
-    feature = load_feature(prof.feature)
-    prof = for_feature(prof, feature)  # the engine: the profile's `engine`, else the feature's
-    with req.open_host(prof.host, prof.python, profile=prof) as host:
-        yield HostPlacement(host, feature, prof=prof)
-
-
-def find(target, ref: str, req) -> Optional[tuple[HostPlacement, RunRecord]]:
-    rec = records.read(target, ref)
-    if rec is None:
-        return None
-    rec = control.settled(target, rec)  # a "starting" record: completed from the host
-    return HostPlacement(target, rec.feature, name=rec.name), rec
-
-
-def owns_receipt(doc: dict) -> bool:
-    return True  # the fallback
-
-
-def gate_server(host, doc: dict) -> str:
-    """The proven server is the process on `host` (prove/receipt.py check_process)."""
-    from dynspec_cli.prove.receipt import check_process
-
-    return check_process(host, doc)
-
-
-def status_rows(target, names, feature_loader) -> list[dict]:
-    return control.status(target, feature_loader, names=names)

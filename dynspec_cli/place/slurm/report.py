@@ -1,5 +1,6 @@
 """How a Slurm run is shown: one line whenever the job's state or a node's verdict changes (plain
-lines: also in CI logs), the end of a launch or watch, and of a stop."""
+lines: also in CI logs), the end of a launch or watch, and of a stop; the check of a user's own
+sbatch script (`dynspec preflight --sbatch FILE`, plain text: it runs without rich)."""
 from __future__ import annotations
 
 import sys
@@ -115,3 +116,54 @@ def render_stopped(out, rec, *, was: bool, gone: bool, submitted: bool) -> int:
     out.print(f"{'cancelled' if was else 'already ended'}: {rec.name} (Slurm job {rec.job_id}); "
               f"nothing of it is left in squeue")
     return 0
+
+
+def check_sbatch(path: str, json_out: bool) -> int:
+    """`dynspec preflight --sbatch FILE`: the findings, exit 1 if the script would not launch right;
+    a script it cannot read (or with no launch it can follow) is unknown, exit 3, never a finding."""
+    import os
+
+    from dynspec_cli.knowledge.tables import ConfigError
+    from dynspec_cli.place.slurm.sbatch_check import check, unreadable
+
+    if not os.path.lexists(path):
+        raise ConfigError(f"{path}: no such sbatch script")
+    try:
+        if not os.path.isfile(path):
+            raise OSError(0, "not a regular file")
+        with open(path, "rb") as fh:
+            data = fh.read(4 << 20)
+        if b"\0" in data:
+            raise OSError(0, "not text (NUL bytes)")
+        res = check(data.decode("utf-8", "replace"))  # (a stray latin-1 byte in a comment is still a script)
+    except OSError as e:
+        res = unreadable(path, getattr(e, "strerror", None) or str(e))
+    res["script"] = path
+    if json_out:
+        from dynspec_cli.report.jsonout import emit
+
+        emit(res)
+    else:
+        render_sbatch_check(res, path)
+    return res["exit_code"]
+
+
+def render_sbatch_check(res: dict, path: str) -> None:
+    """`dynspec preflight --sbatch FILE` as text (plain: it is written without rich)."""
+    from dynspec_cli.knowledge.findings import doc
+
+    out = sys.stdout
+    if res["verdict"] == "unknown":
+        out.write(f"? {path}: unknown: {res['note']}\n")
+        return
+    if not res["findings"]:
+        out.write(f"✓ {path}: {res['launches']} {'/'.join(res['engines'])} launch(es), "
+                  f"{res['nodes'] or 1} node(s): no rank, rendezvous or node-count mistake found\n")
+        return
+    out.write(f"✗ {path}: this job would not start the server as meant\n")
+    for f in res["findings"]:
+        d = doc(f["code"])
+        where = f" (line {f['line']})" if f.get("line") else ""
+        out.write(f"  ✗ {f['code']} {d.name if d else ''}{where}: {f['message']}\n")
+        if d is not None and d.fix:
+            out.write(f"      fix: {d.fix}\n")
