@@ -10,7 +10,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from dynspec_cli.prove.observations import Decode
+from dynspec_cli.evidence.observation import Decode
 from dynspec_cli.verdict.codes import ACCEPT_EPS
 
 EPS = ACCEPT_EPS  # accept length above 1 + EPS: drafts were accepted, speculation ran
