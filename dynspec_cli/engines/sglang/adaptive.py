@@ -29,6 +29,7 @@ from dynspec_cli.evidence.argv import flag_values
 from dynspec_cli.knowledge.features import Controller, Feature, load_feature
 
 LINES = ("adaptive-init", "adaptive-update", "adaptive-switch")
+lines = LINES  # (engines/protocol.py Adaptive: this module is sglang's `adaptive`)
 MARGIN = 0.1  # accepted drafts per request above the rise point: the EMA lags, a Decode line averages its interval
 
 
@@ -126,7 +127,7 @@ def default_tiers(k, feature: Feature, version: Optional[str],
                   first_tier: Optional[list[int]] = None) -> Optional[dict[int, list[int]]]:
     """The default tiers of the release, or of every release of a span ("0.5.19 – 0.5.23") when they
     agree; `first_tier` (the init line's candidates) rules out the releases whose first tier differs."""
-    from dynspec_cli.report.tiers import tiers_of
+    from dynspec_cli.engines.sglang.tiers import tiers_of
 
     releases: list[str] = []
     for part in (version or "").split(","):
@@ -169,7 +170,7 @@ def setup(target, receipt: dict[str, Any], classifier, end: int) -> tuple[Option
     if "--speculative-adaptive" not in argv or not target.log:
         return None, []
     feature = load_feature("speculative-adaptive")
-    from dynspec_cli.knowledge.sglang import knowledge
+    from dynspec_cli.engines.sglang.knowledge import knowledge
 
     tracker = Tracker()
     notes: list[str] = []
@@ -230,6 +231,11 @@ class WindowJudge:
         judge(r, self.steps.get(r.label), self.config)
 
 
+def window(config: Config, steps: dict[str, RankSteps]) -> WindowJudge:
+    """The judge of one guard window (guard/windows.py `controller`)."""
+    return WindowJudge(config, steps)
+
+
 def judge(r, seen: Optional[RankSteps], cfg: Config) -> None:
     """Turn an effective, collapsed or plain rank window `r` (windows.RankWindow) pinned when its
     controller did not adapt; collapsed into plain where its tier never drafts."""
@@ -259,6 +265,7 @@ def judge(r, seen: Optional[RankSteps], cfg: Config) -> None:
     if steps == 0 or accepted > rise + MARGIN:
         r.state = "pinned"
         r.adaptive.update(accepted=round(accepted, 3), rise_above=round(rise, 3))
+        r.held = pinned_message(r)
 
 
 def pinned_message(r) -> str:

@@ -7,11 +7,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from dynspec_cli.evidence import frames as frame_rules
+from dynspec_cli.engines.sglang import frames as frame_rules
+from dynspec_cli.engines.sglang.knowledge import tables_dir
 from dynspec_cli.evidence.commands import parse_flags
 from dynspec_cli.evidence.lines import Line
-from dynspec_cli.evidence.rules import Observation
-from dynspec_cli.verdict.parts import Config, Life
+from dynspec_cli.evidence.observation import Observation
+from dynspec_cli.engines.sglang.parts import Config, Life
 
 _TROUBLE_KINDS = {"traceback", "exception"}
 
@@ -63,7 +64,7 @@ def observe(ev: ClaimEvidence, life: Life, config: Config, obs: Observation) -> 
             import shlex  # (here: only a log that dynspec launched has the header)
 
             ev.command_line = line
-            for dest, value in parse_flags(shlex.join(argv)).items():
+            for dest, value in parse_flags(shlex.join(argv), tables_dir()).items():
                 ev.requested[dest] = (value, line)
         return False
     if obs.kind in _TROUBLE_KINDS:

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Optional
 
-from dynspec_cli.evidence import frames as frame_rules
+from dynspec_cli.engines.sglang import frames as frame_rules
 from dynspec_cli.evidence.lines import Line
-from dynspec_cli.knowledge.sglang import Knowledge, WorkerChoice
+from dynspec_cli.engines.sglang.knowledge import Knowledge, WorkerChoice
 from dynspec_cli.verdict.result import claim
 
 if TYPE_CHECKING:
-    from dynspec_cli.verdict.launch import Launch
-    from dynspec_cli.verdict.workers import WorkerAnalysis
+    from dynspec_cli.engines.sglang.launch import Launch
+    from dynspec_cli.engines.sglang.workers import WorkerAnalysis
 
 _NOT_WORKER_SUFFIX = "DraftWorker"
 
@@ -99,7 +99,7 @@ def worker_from_frames(k: Knowledge, la: "Launch", mask: int, worker: dict[str, 
                        analysis: Optional["WorkerAnalysis"], patched: list[str]) -> Optional["WorkerAnalysis"]:
     """Frames outweigh the dispatch tables: name the worker they show (in `worker`, in place) and
     return the analysis the code-path findings read, with `patched_on_path` from that class."""
-    from dynspec_cli.verdict.workers import WorkerAnalysis
+    from dynspec_cli.engines.sglang.workers import WorkerAnalysis
 
     if not mask:
         return analysis

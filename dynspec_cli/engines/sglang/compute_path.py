@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
-from dynspec_cli.knowledge.sglang import Knowledge
+from dynspec_cli.engines.sglang.knowledge import Knowledge
 from dynspec_cli.knowledge.tables import GraphSettings
-from dynspec_cli.verdict.launch import Launch
+from dynspec_cli.engines.sglang.launch import Launch
 
 ROLES = ("target", "draft", "draft-extend")
 

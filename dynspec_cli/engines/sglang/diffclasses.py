@@ -1,41 +1,23 @@
-"""`verify --patch`: the classes the diff's behaviour hunks change, which the log verdict then
-checks (as `--patched-class` names them), instead of the feature's default [[patch]] location.
-
-The hunks are parsed and classified by the inspector's own code (inject/inspector/diff.py: one
-parser) and verdict/hunks.py's roles. Verify has no server python to ask, so the diff is mapped onto
-the sglang this interpreter would import, found without importing it; where that install does not
-hold the patched text, the class comes from the diff's own lines (the nearest `class` line above
-the hunk's first added line, else git's hunk header). A few files parsed: milliseconds."""
+"""`verify --patch` for sglang: the diff's hunks mapped onto the sglang this interpreter would
+import (found without importing it), parsed and classified by the inspector's own code (one parser,
+inspector/diff.py) and hunks.py's roles; what the install does not hold is read from the diff's own
+lines (verdict/diffclasses.py)."""
 from __future__ import annotations
 
-import re
 from typing import Optional
 
-_CLASS = re.compile(r"^\s*class\s+([A-Za-z_]\w*)")
+from dynspec_cli.verdict.diffclasses import from_diff
 
 
 def patched_classes(text: str, marker_literal: str) -> list[str]:
-    """The classes of the diff's behaviour hunks, in the diff's order."""
-    from dynspec_cli.inject.inspector.diff import parse_diff
+    """The classes of the diff's behaviour hunks, in the diff's order (server_args.py's hunks are
+    judged as flags, not as behaviour)."""
+    from dynspec_cli.engines.sglang.hunks import FLAG_FILE
 
-    files, _ = parse_diff(text)
     pkg = _local_package()
     installed = _from_install(text, pkg, marker_literal) if pkg else {}
-    out: list[str] = []
-    for f in files:
-        path = _path(f)
-        if path.replace("\\", "/").rsplit("/", 1)[-1] == "server_args.py" or not path.endswith(".py"):
-            continue  # flags (judged as flags), or not code
-        for i, h in enumerate(f["hunks"]):
-            found = installed.get((path, i))
-            out += found if found is not None else _from_text(h, marker_literal)
-    return list(dict.fromkeys(out))
-
-
-def _path(f: dict) -> str:
-    old, new = f.get("old") or "", f.get("new") or ""
-    p = old if new == "/dev/null" else new
-    return p[2:] if p[:2] in ("a/", "b/") else p
+    return from_diff(text, marker_literal, installed,
+                     skip=lambda path: path.replace("\\", "/").rsplit("/", 1)[-1] == FLAG_FILE)
 
 
 def _local_package() -> Optional[str]:
@@ -51,10 +33,9 @@ def _local_package() -> Optional[str]:
 
 def _from_install(text: str, pkg: str, literal: str) -> dict[tuple[str, int], list[str]]:
     """(diff path, hunk index) -> behaviour classes, for the hunks the installed files hold."""
-    from dynspec_cli.inject.inspector.common import Source
-    from dynspec_cli.inject.inspector.diff import analyse_diff, mark_roles
-    from dynspec_cli.inject.inspector.marker import marker_hits_in
-    from dynspec_cli.verdict import hunks
+    from dynspec_cli.engines.sglang import hunks
+    from dynspec_cli.engines.sglang.inspector.diff import analyse_diff, mark_roles
+    from dynspec_cli.inject.inspector_common import Source, marker_hits_in
 
     diff = analyse_diff(text, pkg)
     hits = [h for f in diff["files"] if f.get("present") and str(f["installed_path"]).endswith(".py")
@@ -68,24 +49,3 @@ def _from_install(text: str, pkg: str, literal: str) -> dict[tuple[str, int], li
             out[(f["diff_path"], i)] = [sc["class"] for sc in h["scopes"] if sc.get("class")
                                         and hunks.role(f["diff_path"], sc) in ("behaviour", "marker+behaviour")]
     return out
-
-
-def _from_text(h: dict, literal: str) -> list[str]:
-    """The hunk's class from its own lines, when it adds code besides the line logging the marker."""
-    code = [b for _, b in h["added_lines"] if b.strip() and not b.strip().startswith("#")]
-    if not code or all(literal in b for b in code):
-        return []
-    cls = None
-    m = _CLASS.match(h["header"].split("@@", 2)[-1])
-    if m:
-        cls = m.group(1)
-    first = h["added_lines"][0][0]
-    ln = h["new_start"]
-    for body in h["new_side"]:
-        if ln >= first:
-            break
-        m = _CLASS.match(body)
-        if m:
-            cls = m.group(1)
-        ln += 1
-    return [cls] if cls else []

@@ -20,9 +20,10 @@ class FrameRules(msgspec.Struct, frozen=True):  # msgspec Structs, not dataclass
 
 @functools.lru_cache(maxsize=None)
 def rules() -> FrameRules:
-    from dynspec_cli.resources import configs, tomllib
+    from dynspec_cli.engines.sglang.knowledge import tables_dir
+    from dynspec_cli.resources import tomllib
 
-    d = tomllib.loads((configs() / "sglang" / "frames.toml").read_text(encoding="utf-8"))
+    d = tomllib.loads((tables_dir() / "frames.toml").read_text(encoding="utf-8"))
     startup = tuple((re.compile(r["path"]), frozenset(r["functions"])) for r in d.get("startup", []))
     loops = tuple((re.compile(r["path"]) if r.get("path") else None, frozenset(r.get("functions", [])),
                    r.get("line"), bool(r["overlap"])) for r in d.get("loop", []))

@@ -12,7 +12,8 @@ from typing import Any, Optional
 
 import msgspec
 
-from dynspec_cli.knowledge.sglang import Knowledge
+from dynspec_cli.engines.sglang.knowledge import Knowledge
+from dynspec_cli.verdict.result import where  # noqa: F401 - (hunks.where: the findings name scopes so)
 
 REACHABLE, NOT_REACHABLE, UNKNOWN = "reachable", "not reachable", "unknown"
 FLAG_FILE = "server_args.py"
@@ -158,8 +159,3 @@ def only_flags(entries: list[dict], marker_hits: list[dict]) -> bool:
             and all(str(h.get("file", "")).endswith(FLAG_FILE) for h in marker_hits))
 
 
-def where(e: dict) -> str:
-    name = ".".join(x for x in (e.get("class"), e.get("function")) if x) or "(module)"
-    lines = e.get("lines")
-    at = f"{e['file']}:{lines[0]}" + (f"-{lines[1]}" if lines and lines[1] != lines[0] else "") if lines else e["file"]
-    return f"{name} ({at})"

@@ -1,22 +1,22 @@
-"""From a launch's state to a verdict.
+"""sglang's judge: from a launch's state to a verdict.
 
-`Reader` (verdict/launch.py) splits the log into launches and keeps each launch's state; the judge
-judges the newest one. The verdict is recomputed cheaply after every batch of lines, so `--follow`
-can stop the moment it is decided."""
+`Reader` (launch.py) splits the log into launches and keeps each launch's state; the judge judges
+the newest one with the steps below, run by the one judge core (verdict/core.py). The verdict is
+recomputed cheaply after every batch of lines, so `--follow` can stop the moment it is decided."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from dynspec_cli.engines.sglang import claims, compute_path, workers
+from dynspec_cli.engines.sglang.knowledge import Knowledge
+from dynspec_cli.engines.sglang.launch import Launch, Reader
 from dynspec_cli.evidence.lines import Line
-from dynspec_cli.evidence.rules import Observation
+from dynspec_cli.evidence.observation import Observation
 from dynspec_cli.knowledge.features import Feature
 from dynspec_cli.knowledge.findings import Finding, forced_verdict
-from dynspec_cli.knowledge.sglang import Knowledge
-from dynspec_cli.verdict import claims, compute_path, workers
+from dynspec_cli.verdict import core
 from dynspec_cli.verdict.codes import ACCEPT_EPS
-from dynspec_cli.verdict.launch import Launch, Reader
-from dynspec_cli.verdict.result import Verdict, clip_text, empty_message, no_claims
+from dynspec_cli.verdict.result import Verdict, clip_text
 
 # Decode batch lines served with the probe watching the diff's behaviour hunks and none of them ever
 # executed (nor its function called) before the verdict is dead (DS325). A behaviour hunk in a draft or
@@ -28,41 +28,30 @@ DEAD_HUNK_DECODE_LINES = 3
 INEFFECTIVE_LINES = 3  # Decode batch lines where speculation should be on, all at ~1.00, before DS314
 
 
-@dataclass
-class Judging:
-    """One verdict in the making: what each step of `Judge.verdict` found."""
+class Judging(core.Judging):
+    """What sglang's steps find besides the core's findings, worker, marker and crash."""
 
-    la: "Launch"
     mask: int = 0
     version_text: Optional[str] = None
     algos: Optional[set] = None
     spec_off: bool = False
     analysis: Optional[workers.WorkerAnalysis] = None
-    worker: dict[str, Any] = field(default_factory=lambda: {"class": None, "module": None, "basis": None, "candidates": []})
-    marker: dict[str, Any] = field(default_factory=lambda: {"found": False, "line": None, "text": None, "fields": {}, "ranks": []})
     probe: Optional[dict[str, Any]] = None
-    crash: Optional[dict[str, Any]] = None
-    crashed: bool = False
     stopped: Optional[dict[str, Any]] = None
     effect: Any = None  # decision.Effect: what the Decode batch lines say of the feature at work
     silent: bool = False  # the announcement was silent and the effect speaks for it (DS322 added)
-    verdict: str = "inconclusive"
-    findings: list[Finding] = field(default_factory=list)
-    missing: list[str] = field(default_factory=list)
     compute_path: Optional[dict[str, Any]] = None
 
-    def add(self, code: str, message: str, *, line: Optional[Line] = None, text: bool = True, clip: bool = True,
-            fix: Optional[str] = None) -> None:
-        """A finding; `line` is its evidence (its number and, unless text=False, its text)."""
-        no = (line.no or None) if line is not None else None
-        shown = None
-        if line is not None and text:
-            shown = clip_text(line.text) if clip else line.text
-        self.findings.append(Finding(code, message, line=no, text=shown, fix=fix))
 
-
-class Judge:
+class Judge(core.Core):
     """Fed observations in log order; judges the newest launch."""
+
+    name = "sglang"
+    version_key = "sglang_version"
+    server_noun = "an sglang server"
+    server_line = "any sglang server line"
+    exited_finding = "the server process exited before it was ready."
+    judging = Judging
 
     def __init__(self, knowledge: Knowledge, feature: Feature, *, patched_classes: list[str] | None = None,
                  sglang_version: str | None = None) -> None:
@@ -81,24 +70,17 @@ class Judge:
     def launches(self) -> list[Launch]:
         return self.reader.launches
 
-    # --- judging ---------------------------------------------------------------------------
-    def verdict(self, *, at_eof: bool = True, quiet_for: float = 0.0, text_lines: int = 0) -> Verdict:
-        """The newest launch's verdict now: each step below adds its findings and claims to one
-        `Judging`; the registry's policy (configs/findings.toml, context `log`) then decides.
-        `text_lines`: the lines read that are not blank (what a log without one server line says)."""
-        la = self.launches[-1] if self.launches else None
-        if la is None:
-            return self._empty(text_lines)
-        j = Judging(la)
-        for step in (self.step_release, self.step_speculation, self.step_flag, self.step_worker,
-                     self.step_effect_evidence, self.step_method, self.step_settings, self.step_feature_dead, self.step_marker, self.step_probe, self.step_threshold, self.step_effect,
-                     self.step_compute_path,
-                     self.step_ready, lambda j: self.step_crash(j, at_eof=at_eof, quiet_for=quiet_for),
-                     self.step_decide):
-            step(j)
-        j.findings.sort(key=lambda f: ({"error": 0, "warning": 1, "info": 2}[f.severity], f.code))
-        return Verdict(
-            verdict=j.verdict, feature=self.feature.name, engine_version=j.version_text,
+    # --- judging (verdict/core.py runs the steps, then decides) ------------------------------
+    def steps(self):
+        return [self.step_release, self.step_speculation, self.step_flag, self.step_worker,
+                self.step_effect_evidence, self.step_method, self.step_settings, self.step_feature_dead,
+                self.step_marker, self.step_probe, self.step_threshold, self.step_effect, self.step_compute_path,
+                self.step_ready, self.step_crash]
+
+    def assemble(self, j: "Judging") -> Verdict:
+        la = j.la
+        return self.make(
+            verdict=j.verdict, engine_version=j.version_text,
             speculative_algorithm=la.config.algorithm, overlap_schedule=la.config.overlap, worker=j.worker,
             server_ready=la.life.ready is not None, crashed=j.crashed, crash=j.crash, marker=j.marker,
             findings=j.findings, missing=j.missing, probe=j.probe,
@@ -264,7 +246,7 @@ class Judge:
 
     def step_effect_evidence(self, j: "Judging") -> None:
         """The feature's behaviour in the Decode batch lines: speculation on/off by running batch against the
-        threshold, decided as `prove` decides it (prove/decision.py). Speculating above the threshold on a
+        threshold, decided as `prove` decides it (verdict/decision.py). Speculating above the threshold on a
         decided batch contradicts the feature, whatever the marker says (DS321)."""
         la, f = j.la, self.feature
         if j.spec_off or not la.decoding.by_rank:
@@ -329,9 +311,9 @@ class Judge:
                 return
             j.add("DS301", "the server is ready and the marker was never logged.", line=la.life.ready, clip=False)
 
-    def step_crash(self, j: "Judging", *, at_eof: bool, quiet_for: float) -> None:
+    def step_crash(self, j: "Judging") -> None:
         """A crash counts once it is final: a decisive line, the end of the file, or a quiet log."""
-        la = j.la
+        la, at_eof, quiet_for = j.la, j.at_eof, j.quiet_for
         la.life.close_open_traceback(la.ev.trouble_line, at_eof=at_eof, quiet_for=quiet_for)
         if la.life.crash and not la.life.progress_after_crash:
             c = la.life.crash
@@ -347,40 +329,33 @@ class Judge:
             j.add("DS320", f"the server was stopped: {stop.signal} received (sglang drains its requests and shuts down)"
                            + (f"; {ended}: the stop, not a crash." if ended else "."), line=stop.line, clip=False)
 
-    def step_decide(self, j: "Judging") -> None:
-        """Dead outranks crashed (the registry says which findings force which); `live` needs
-        the marker (and, with the probe on, its proof from every scheduler rank)."""
-        la, k, mask = j.la, self.k, j.mask
-        forced = forced_verdict(j.findings, "log")
-        if forced is not None:
-            j.verdict = forced
-        elif la.markers and (j.probe is None or j.probe["proven"]):
-            j.verdict = "live"
-        elif j.probe is not None and (j.probe.get("hunks") or {}).get("live"):
-            j.verdict = "live"  # the diff's behaviour ran on every scheduler rank, the marker silent (DS323)
-        elif j.silent and (j.probe is None or j.probe["proven"] or not j.probe["instrumented"]):
-            j.verdict = "live"  # the behaviour, seen in the Decode batch lines, with the announcement silent
-        else:
-            j.verdict = "inconclusive"
-            missing = j.missing
-            if mask == 0 or mask == k.all:
-                missing.append("the sglang release (no version-specific line yet; pass --sglang-version)")
-            if j.analysis is None or j.analysis.display is None:
-                missing.append("which worker class runs (the launcher's speculative warnings or the server_args= line)")
-            if la.markers and j.probe is not None and not j.probe["proven"]:
-                missing.append("the probe's proof that the patched code ran on every scheduler rank")
-            else:
-                missing.append(f"the marker ({self.feature.marker.literal!r}) or a ready server")
-            j.add("DS304", "missing: " + "; ".join(missing) + ".")
+    def is_live(self, j: "Judging") -> bool:
+        """`live` needs the marker (and, with the probe on, its proof from every scheduler rank), or
+        the probe's proof that the diff's behaviour ran, or the behaviour in the Decode batch lines."""
+        la = j.la
+        if la.markers and (j.probe is None or j.probe["proven"]):
+            return True
+        if j.probe is not None and (j.probe.get("hunks") or {}).get("live"):
+            return True  # the diff's behaviour ran on every scheduler rank, the marker silent (DS323)
+        # the behaviour, seen in the Decode batch lines, with the announcement silent
+        return j.silent and (j.probe is None or j.probe["proven"] or not j.probe["instrumented"])
 
-    def exited(self, v: Verdict) -> Verdict:
-        """The server process is gone before it was ready: a crash, whatever the log says."""
-        la = self.launches[-1] if self.launches else None
-        return v.died("ProcessExited", "the server process exited", la.last_line if la else None,
-                      "the server process exited before it was ready.")
+    def missing_evidence(self, j: "Judging") -> list[str]:
+        la, k, mask = j.la, self.k, j.mask
+        missing = []
+        if mask == 0 or mask == k.all:
+            missing.append("the sglang release (no version-specific line yet; pass --sglang-version)")
+        if j.analysis is None or j.analysis.display is None:
+            missing.append("which worker class runs (the launcher's speculative warnings or the server_args= line)")
+        if la.markers and j.probe is not None and not j.probe["proven"]:
+            missing.append("the probe's proof that the patched code ran on every scheduler rank")
+        else:
+            missing.append(f"the marker ({self.feature.marker.literal!r}) or a ready server")
+        return missing
 
     def decided(self, v: Verdict, *, quiet_for: float = 0.0) -> bool:
-        """True when more log lines cannot change the verdict of this launch."""
+        """True when more log lines cannot change the verdict of this launch: a live marker on
+        fewer TP ranks than the launch has waits for the ready line."""
         if v.verdict in ("dead", "crashed"):
             return True
         if v.verdict in ("live", "ineffective"):  # ineffective: live code that accepts nothing
@@ -392,7 +367,7 @@ class Judge:
 
     def _threshold_value(self, la: Launch) -> tuple[Optional[int], Optional[str]]:
         """The feature's threshold, from the code that ran (its marker), else the resolved server_args, else
-        the command dynspec launched (prove reads the same two, plan.threshold_from_argv)."""
+        the command dynspec launched (prove reads the same two, evidence/argv.py int_flag)."""
         th = self.feature.threshold
         if th is None:
             return None, None
@@ -405,11 +380,11 @@ class Judge:
                 pass
         argv = la.config.header.get("argv") if isinstance(la.config.header, dict) else None
         if self.feature.flag and isinstance(argv, list):
-            from dynspec_cli.prove.plan import PlanError, threshold_from_argv
+            from dynspec_cli.evidence.argv import int_flag
 
             try:
-                n = threshold_from_argv(argv, self.feature.flag.name)
-            except PlanError:
+                n = int_flag(argv, self.feature.flag.name)
+            except ValueError:
                 n = None
             if n is not None:
                 return n, "launch command"
@@ -556,14 +531,6 @@ class Judge:
                 f"threshold={value} but max_running_requests={la.config.max_running} ({how}): the running batch can never exceed the threshold, so the disable branch never runs.",
                 line=where.no if where is not None and where.no else None, text=clip_text(where.text) if where is not None else None,
                 params={"suggest": max(value * 2, value + 1), "threshold": value, "max_running": la.config.max_running}))
-
-    def _empty(self, text_lines: int) -> Verdict:
-        missing = ["any sglang server line" if text_lines else "any log line"]
-        return Verdict("inconclusive", self.feature.name, self.pinned, None, None,
-                       {"class": None, "module": None, "basis": None, "candidates": []}, False, False, None,
-                       {"found": False, "line": None, "text": None, "fields": {}, "ranks": []},
-                       [Finding("DS304", empty_message(text_lines, "an sglang server"))], {"index": 0, "of": 0}, missing,
-                       claims=no_claims())
 
 
 def _line_of(d) -> Optional[Line]:

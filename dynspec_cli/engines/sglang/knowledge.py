@@ -33,9 +33,14 @@ class OverlapOutcome(msgspec.Struct, frozen=True):
     switch_value: Optional[bool] = None
 
 
+def tables_dir() -> Path:
+    """configs/sglang/: this engine's tables (the engine's `tables`)."""
+    return tables.configs_dir() / "sglang"
+
+
 class Knowledge:
     def __init__(self) -> None:
-        d = tables.configs_dir() / "sglang"
+        d = tables_dir()
         rel = tables.load_toml(d / "releases.toml", tables.ReleasesFile)
         self.releases: list[str] = rel.releases
         self.aliases = rel.aliases
@@ -350,5 +355,5 @@ class Knowledge:
 @functools.lru_cache(maxsize=1)
 def knowledge() -> Knowledge:
     """The tables, loaded and validated once per change of configs/sglang (tables.cached)."""
-    d = tables.configs_dir() / "sglang"
+    d = tables_dir()
     return tables.cached("knowledge", [*sorted(d.glob("*.toml")), Path(__file__)], Knowledge)  # this file: what is pickled

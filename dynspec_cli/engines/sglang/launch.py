@@ -9,13 +9,13 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from dynspec_cli.evidence.lines import Line
-from dynspec_cli.evidence.rules import Observation
-from dynspec_cli.evidence.server_args import parse_dump
+from dynspec_cli.evidence.observation import Observation
+from dynspec_cli.engines.sglang.server_args import parse_dump
 from dynspec_cli.knowledge.features import Feature
-from dynspec_cli.knowledge.sglang import Knowledge
-from dynspec_cli.verdict import claim_evidence
-from dynspec_cli.verdict.claim_evidence import ClaimEvidence
-from dynspec_cli.verdict.parts import Config, Decoding, Graphs, Life, ProbeState, Release
+from dynspec_cli.engines.sglang.knowledge import Knowledge
+from dynspec_cli.engines.sglang import claim_evidence
+from dynspec_cli.engines.sglang.claim_evidence import ClaimEvidence
+from dynspec_cli.engines.sglang.parts import Config, Decoding, Graphs, Life, ProbeState, Release
 
 # What starts a new launch once the current one got past argument resolution. A launch command
 # pasted into the log does not: people paste the crash, then "my command was" (a command right

@@ -18,10 +18,9 @@ from typing import Any, Deque, Optional
 from dynspec_cli.evidence import exits
 from dynspec_cli.evidence.argv import flag_values
 from dynspec_cli.evidence.lines import Line
-from dynspec_cli.evidence.rules import Observation
-from dynspec_cli.knowledge.sglang import Knowledge
-from dynspec_cli.prove import decision
-from dynspec_cli.prove.observations import Decode
+from dynspec_cli.evidence.observation import Observation
+from dynspec_cli.engines.sglang.knowledge import Knowledge
+from dynspec_cli.evidence.observation import Decode
 
 # The Decode batch lines kept per scheduler for the effect (the newest): at the default
 # --decode-log-interval of 40 that is 800k decode passes, far more than a verdict needs.
@@ -267,7 +266,7 @@ class Life:
 @dataclass
 class Decoding:
     """The launch's `Decode batch` lines: counts, the highest accept len per running batch, and each
-    scheduler's lines (by DP rank) as prove's observations, for the feature's effect (prove/decision.py)."""
+    scheduler's lines (by DP rank) as prove's observations, for the feature's effect (verdict/decision.py)."""
 
     lines: int = 0
     with_accept: int = 0
@@ -309,7 +308,10 @@ class Decoding:
                          no=(line.no or None) if line is not None else None))
 
     def effect(self, threshold: Optional[int], expect_below: bool, source: Optional[str]):
-        """The feature's effect in these lines, decided as prove decides it (decision.effect)."""
+        """The feature's effect in these lines, decided as prove decides it (decision.effect; imported
+        here: a log without Decode batch lines, what `verify` reads before a benchmark, never needs it)."""
+        from dynspec_cli.verdict import decision
+
         key = (self.lines, threshold, expect_below, source)
         if self._effect is None or self._effect[0] != key:
             self._effect = (key, decision.effect({lb: list(ds) for lb, ds in self.by_rank.items()}, threshold,

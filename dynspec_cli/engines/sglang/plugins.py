@@ -4,11 +4,12 @@ processes. Whether the hooked class is on the worker path is the worker analysis
 `target_classes` hands it the class and method the hook is on."""
 from __future__ import annotations
 
+import re
 from typing import Any, Optional
 
 from dynspec_cli.knowledge.features import Feature
 from dynspec_cli.knowledge.findings import Finding
-from dynspec_cli.knowledge.sglang import Knowledge
+from dynspec_cli.engines.sglang.knowledge import Knowledge
 
 
 def inspector_input(feature: Feature, k: Knowledge) -> Optional[dict[str, Any]]:
@@ -124,3 +125,36 @@ def summary(facts: dict[str, Any], feature: Feature) -> dict[str, Any]:
             "target_kind": (pl.get("target") or {}).get("kind"), "loaded": _where(loaded) if loaded else None,
             "distribution": loaded, "candidates": len(cands), "allow": pl.get("allow"), "processes": procs,
             "process_loads": pl.get("processes")}
+
+
+def check_plugin(feature: Feature) -> None:
+    """The feature's [plugin] section against what sglang's plugin framework can do
+    (configs/sglang/plugins.toml); ConfigError naming the feature file. The hook type is lowered."""
+    from dynspec_cli.engines.sglang.knowledge import knowledge
+    from dynspec_cli.knowledge.tables import ConfigError
+
+    p = feature.plugin
+    k = knowledge()
+    fw = k.plugins.framework[-1]
+
+    def bad(message: str) -> ConfigError:
+        return ConfigError(f"{feature.source or feature.name}: {message}")
+
+    if not re.fullmatch(r"[^\s,]+", p.entry_point):
+        # sglang splits SGLANG_PLUGINS on commas and strips blanks: such a name could never be allowed
+        raise bad(f"plugin.entry_point {p.entry_point!r}: must be one name, without blanks or commas")
+    parts = p.target.split(".")
+    if len(parts) < 2 or not all(x.isidentifier() for x in parts):
+        raise bad(f"plugin.target {p.target!r}: must be a dotted path module.attribute "
+                  "(e.g. sglang.srt.speculative.eagle_worker_v2.EAGLEWorkerV2.__init__)")
+    if parts[0] != "sglang":
+        raise bad(f"plugin.target {p.target!r}: must be inside the sglang package (start with 'sglang.')")
+    if p.hook.lower() not in fw.hook_types:
+        raise bad(f"plugin.hook {p.hook!r}: must be one of {', '.join(fw.hook_types)}")
+    p.hook = p.hook.lower()
+    names = [x.name for x in k.plugins.process]
+    if not p.processes:
+        raise bad(f"plugin.processes is empty: name at least one of {', '.join(names)}")
+    for name in p.processes:
+        if name not in names:
+            raise bad(f"plugin.processes: unknown process {name!r}: choose from {', '.join(names)}")

@@ -1,4 +1,4 @@
-"""Prepare the in-server probe (dynspec_cli/inject/probe) for a server launch, and read its lines.
+"""Prepare sglang's in-server probe (probe/ beside this file) for a server launch, and read its lines.
 
 The probe is a folder holding a stdlib-only ``sitecustomize.py``: put it first on the server's
 PYTHONPATH and set DYNSPEC_PROBE to a JSON config, and every Python process of the server (launcher,
@@ -8,7 +8,7 @@ Leaving both variables out (``--no-probe``) leaves the server untouched.
     env.update(probe_env(targets, existing_pythonpath=env.get("PYTHONPATH")))
     print(one_liner(targets))   # for people who start servers themselves
 
-Line and config schemas: dynspec_cli/inject/probe/README.md.
+Line and config schemas: probe/README.md beside this file.
 """
 from __future__ import annotations
 
@@ -24,11 +24,11 @@ from dynspec_cli.evidence.probe_lines import parse_line as parse_probe_line  # n
 if TYPE_CHECKING:
     from dynspec_cli.knowledge.features import Feature
 
-PROBE_DIR = inject.script("probe")
+PROBE_DIR = inject.script("engines/sglang/probe")
 PROBE_FILES = ("sitecustomize.py", "_dynspec_probe.py", "_dynspec_probe_events.py", "_dynspec_probe_code.py")
 ENV_VAR = "DYNSPEC_PROBE"
 EVENTS = ("start", "entry", "sglang", "server_args", "module", "worker", "hit", "hunk", "coverage", "error")
-# the roles of preflight's hunk entries (verdict/hunks.py) the probe watches: comments change nothing
+# the roles of preflight's hunk entries (hunks.py) the probe watches: comments change nothing
 # that runs, server_args.py hunks are judged as flags, a plugin's own files are not sglang's modules
 HUNK_ROLES = ("behaviour", "marker", "marker+behaviour")
 WATCHED_ROLES = HUNK_ROLES

@@ -4,36 +4,20 @@ watchers, the classifier is fed one message at a time and never looks back."""
 from __future__ import annotations
 
 import re
-from typing import Any, Optional
+from typing import Optional
 
-import msgspec
-
+from dynspec_cli.engines.sglang.knowledge import Knowledge, tables_dir
 from dynspec_cli.evidence import probe_lines
 from dynspec_cli.evidence.commands import CommandReader
 from dynspec_cli.evidence.lines import Line
+from dynspec_cli.evidence.observation import LAUNCH_PREFIX, PROBE_PREFIX, Observation, exception_of
 from dynspec_cli.knowledge.features import Feature
-from dynspec_cli.knowledge.sglang import Knowledge
-from dynspec_cli.knowledge.tables import LogLineRow, WarningRow, regex
+from dynspec_cli.knowledge.tables import WarningRow, regex
 
-PROBE_PREFIX = probe_lines.PREFIX
-LAUNCH_PREFIX = "DYNSPEC-LAUNCH "
-_EXCEPTION = re.compile(
-    r"^(?P<exception>(?:[A-Za-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit|Warning_?)?)(?::\s*(?P<message>.*))?$"
-)
-_BUILTIN_FATAL = re.compile(r"(?:Error|Exception|Interrupt|Exit)$")
 # vLLM's line format, which older sglang builds (logging through vllm's logger) and custom logging
 # configs write too: "ERROR 04-11 15:03:19 [tp_worker_overlap_thread.py:112] msg". (Not in
 # evidence/lines.py: the vLLM classifier reads the file name from it.)
 _VLLM_SHAPE = re.compile(r"^(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?[\w./-]+\.py:\d+\] ?")
-
-
-class Observation(msgspec.Struct, dict=True):
-    kind: str  # warning | landmark | marker | feature-dead | traceback | exception | launch | probe | command | command-cont
-    line: Line
-    id: str = ""
-    data: dict[str, Any] = {}
-    warning: Optional[WarningRow] = None
-    landmark: Optional[LogLineRow] = None
 
 
 class Classifier:
@@ -56,7 +40,7 @@ class Classifier:
         self.literals = sorted({x for x in literals if x})
         self._any_literal: Optional[re.Pattern] = None  # one C-level scan per line, once compiled
         self._scans_left = self.SCAN_BEFORE_COMPILE
-        self.commands = CommandReader()
+        self.commands = CommandReader(tables_dir())
 
     def _has_literal(self, msg: str) -> bool:
         if self._any_literal is None:
@@ -119,18 +103,3 @@ def _literal_of(w: WarningRow) -> str:
     # the longest run of plain characters in the pattern is a safe prefilter
     runs = re.findall(r"[A-Za-z0-9 ,/=:-]{6,}", w.pattern)
     return max(runs, key=len) if runs else ""
-
-
-def exception_of(line: Line) -> list[Observation]:
-    """`ValueError: ...` at the start of a line ends a traceback (the engine decides whether
-    a traceback is open)."""
-    msg = line.msg
-    if not msg or msg[0].isspace() or ":" not in msg[:120] and not _BUILTIN_FATAL.search(msg):
-        return []
-    m = _EXCEPTION.match(msg)
-    if not m:
-        return []
-    name = m.group("exception")
-    if not _BUILTIN_FATAL.search(name.split(".")[-1]):
-        return []
-    return [Observation("exception", line, "exception", {"exception": name, "message": m.group("message") or ""})]

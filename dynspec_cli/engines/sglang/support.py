@@ -7,7 +7,7 @@ from typing import Any, Optional
 
 from dynspec_cli.knowledge.features import Feature, SupportRule
 from dynspec_cli.knowledge.findings import Finding
-from dynspec_cli.knowledge.sglang import Knowledge
+from dynspec_cli.engines.sglang.knowledge import Knowledge
 
 
 def unsupported(rule: SupportRule, fv: dict[str, Any], algorithm: Optional[str], overlap: Optional[bool]) -> Optional[bool]:

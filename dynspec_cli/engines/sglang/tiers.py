@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Optional
 
 from dynspec_cli.knowledge.features import Feature
-from dynspec_cli.knowledge.sglang import Knowledge
+from dynspec_cli.engines.sglang.knowledge import Knowledge
 
 
 def tiers_of(k: Knowledge, feature: Feature, version: str) -> Optional[dict[int, list[int]]]:

@@ -8,7 +8,7 @@ from typing import Iterable, Optional
 
 import msgspec
 
-from dynspec_cli.knowledge.sglang import Knowledge, WorkerChoice
+from dynspec_cli.engines.sglang.knowledge import Knowledge, WorkerChoice
 
 _NOT_WORKERS = {"TpModelWorker", "BaseSpecWorker", "BaseDraftWorker", "object"}
 

@@ -1,18 +1,18 @@
-"""From vLLM observations to the same Verdict (live / dead / inconclusive / crashed, same exit
-codes) as sglang's judge. The engine-specific facts (which runner, which proposer class, which
-knobs are dead) come from configs/vllm/ through VllmKnowledge; the verdict policy is the same:
-dead outranks crashed, `live` needs the marker."""
+"""vLLM's judge: from vLLM observations to the same Verdict (live / dead / inconclusive / crashed,
+same exit codes) as every engine's, through the one judge core (verdict/core.py: dead outranks
+crashed, `live` needs the marker). The engine-specific facts (which runner, which proposer class,
+which knobs are dead) come from configs/vllm/ through VllmKnowledge."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from dynspec_cli.engines.vllm.knowledge import VllmKnowledge
 from dynspec_cli.evidence.lines import Line
-from dynspec_cli.evidence.rules import Observation
+from dynspec_cli.evidence.observation import Observation
 from dynspec_cli.knowledge.features import Feature
-from dynspec_cli.knowledge.findings import Finding, doc
-from dynspec_cli.knowledge.vllm import VllmKnowledge
-from dynspec_cli.verdict.result import Verdict, claim, clip_text, empty_message, no_claims
+from dynspec_cli.verdict import core
+from dynspec_cli.verdict.result import Verdict, claim
 
 
 @dataclass
@@ -73,8 +73,24 @@ class VllmVerdict(Verdict):
         return {**super().to_json(), "model_runner": self.model_runner}
 
 
-class VllmJudge:
-    engine = "vllm"
+class Judging(core.Judging):
+    """What vLLM's steps find besides the core's findings, worker, marker and crash."""
+
+    version: Optional[str] = None
+    known: bool = False  # the release is in configs/vllm/releases.toml
+    method: tuple = (None, None, "")  # (method, the line naming it, how it is known)
+    runner: Optional[str] = None
+    compute_path: Optional[dict[str, Any]] = None
+
+
+class VllmJudge(core.Core):
+    name = "vllm"
+    version_key = None  # vLLM's verdicts carry engine_version only
+    server_noun = "a vLLM server"
+    server_line = "any vLLM server line"
+    exited_finding = "the server process exited before it became ready."
+    judging = Judging
+    verdict_class = VllmVerdict
 
     def __init__(self, knowledge: VllmKnowledge, feature: Feature, *, patched_classes: list[str] | None = None,
                  engine_version: str | None = None) -> None:
@@ -83,7 +99,7 @@ class VllmJudge:
         self.patch = list(feature.patch)
         self.patched = patched_classes or [p.cls for p in feature.patch]
         self.pinned = engine_version
-        self.launches: list[VllmLaunch] = []
+        self._launches: list[VllmLaunch] = []
         self.earlier_markers: list[Observation] = []
         # which runner each patched location belongs to (the feature names vLLM files)
         self.patched_runners = {r for r in (self.k.runner_of_module(p.module) for p in self.patch) if r}
@@ -91,10 +107,14 @@ class VllmJudge:
             for row in self.k.proposer_rows_for_class(c):
                 self.patched_runners.add(row.runner)
 
+    @property
+    def launches(self) -> list[VllmLaunch]:
+        return self._launches
+
     # --- feeding ----------------------------------------------------------------------------
     def _current(self, line: Line) -> VllmLaunch:
         if not self.launches:
-            self.launches.append(VllmLaunch(1, line))
+            self._launches.append(VllmLaunch(1, line))
         return self.launches[-1]
 
     def feed(self, obs: Observation) -> None:
@@ -106,7 +126,7 @@ class VllmJudge:
             if prev.command_line is not None and prev.command_line.offset > prev.last_log_offset:
                 # the command right before the new launch's first lines is the new launch's
                 la.command_line, la.requested, prev.command_line, prev.requested = prev.command_line, prev.requested, None, {}
-            self.launches.append(la)
+            self._launches.append(la)
         la.last_line = obs.line
         if not obs.kind.startswith("command"):
             la.last_log_offset = obs.line.offset
@@ -253,30 +273,34 @@ class VllmJudge:
         else:
             la.mode_changes.append((d.get("mode_from"), d.get("mode_to"), d.get("backend"), line))
 
-    # --- judging ------------------------------------------------------------------------------
-    def verdict(self, *, at_eof: bool = True, quiet_for: float = 0.0, text_lines: int = 0) -> Verdict:
-        la = self.launches[-1] if self.launches else None
-        empty_marker = {"found": False, "line": None, "text": None, "fields": {}, "ranks": []}
-        worker = {"class": None, "module": None, "basis": None, "candidates": []}
-        if la is None:
-            return self._make("inconclusive", None, None, worker, empty_marker,
-                              [Finding("DS304", empty_message(text_lines, "a vLLM server"))],
-                              ["any vLLM server line" if text_lines else "any log line"], None, None,
-                              {"index": 0, "of": 0})
-        k = self.k
-        findings: list[Finding] = []
-        missing: list[str] = []
-        version = self.pinned or la.version
-        known = k.known(version) if version else False
-        if version and not known:
-            findings.append(Finding("DS606", f"vllm {version} is not in configs/vllm/releases.toml ({k.releases[0]} – {k.releases[-1]}).",
-                                    line=_no(la.version_line), text=clip_text(la.version_line.text) if la.version_line else None))
-        spec = la.speculative
-        method, method_line, method_basis = self._method(la)
-        if spec is None:
-            findings.append(Finding("DS602", "the engine config shows speculative_config=None: no proposer runs.",
-                                    line=_no(la.config_line), text=clip_text(la.config_line.text)))
-        # Which runner.
+    # --- judging (verdict/core.py runs the steps, then decides) --------------------------------
+    def steps(self):
+        return [self.step_release, self.step_speculation, self.step_runner, self.step_knobs, self.step_graphs,
+                self.step_marker, self.step_crash]
+
+    def empty_version(self) -> Optional[str]:
+        return None  # (an empty log names no release, pinned or not)
+
+    def step_release(self, j: Judging) -> None:
+        """Which vLLM release: --engine-version, else the engine config's line; DS606 when the tables lack it."""
+        la, k = j.la, self.k
+        j.version = self.pinned or la.version
+        j.known = k.known(j.version) if j.version else False
+        if j.version and not j.known:
+            j.add("DS606", f"vllm {j.version} is not in configs/vllm/releases.toml ({k.releases[0]} – {k.releases[-1]}).",
+                  line=la.version_line)
+
+    def step_speculation(self, j: Judging) -> None:
+        """Is a proposer configured at all, and which method."""
+        la = j.la
+        j.method = self._method(la)
+        if la.speculative is None:
+            j.add("DS602", "the engine config shows speculative_config=None: no proposer runs.", line=la.config_line)
+
+    def step_runner(self, j: Judging) -> None:
+        """Which model runner runs (V1 or V2) and its proposer; a patch in the other runner is dead (DS601)."""
+        la, k, version, known, worker = j.la, self.k, j.version, j.known, j.worker
+        method = j.method[0]
         runner, basis = la.runner, la.runner_basis
         if runner is None and known:
             r = k.runner_range(version)
@@ -294,8 +318,8 @@ class VllmJudge:
         if la.proposer is not None and worker["class"] is None:
             cls, line = la.proposer
             worker.update({"class": cls, "basis": f"V0's SpecDecodeWorker proposer at line {line.no or '?'}", "candidates": [cls]})
-        worker["runner"] = runner
-        if spec is not None and runner and self.patched_runners and runner not in self.patched_runners and not la.markers:
+        worker["runner"] = j.runner = runner
+        if la.speculative is not None and runner and self.patched_runners and runner not in self.patched_runners and not la.markers:
             ev = la.runner_line or la.first
             fix = None
             if la.fallback is not None:
@@ -305,87 +329,97 @@ class VllmJudge:
                        f"{worker['class'] or 'the V1 proposer'} ({worker['module'] or 'vllm/v1/spec_decode/'}).")
             elif runner == "v1" and known and k.runner_range(version) and k.runner_range(version).selection == "env-opt-in":
                 fix = f"vllm {version} runs V2 only with VLLM_USE_V2_MODEL_RUNNER=1; set it, or port the patch to {worker['class'] or 'the V1 proposer'}."
-            findings.append(Finding(
-                "DS601", f"this launch runs the {runner.upper()} model runner"
-                + (f" ({worker['class']}, {worker['module']})" if worker["class"] else "")
-                + f"; the patch is in the {'/'.join(sorted(r.upper() for r in self.patched_runners))} runner's "
-                + f"{'/'.join(self.patched)}: dead code.", line=_no(ev), text=clip_text(ev.text), fix=fix))
+            j.add("DS601", f"this launch runs the {runner.upper()} model runner"
+                  + (f" ({worker['class']}, {worker['module']})" if worker["class"] else "")
+                  + f"; the patch is in the {'/'.join(sorted(r.upper() for r in self.patched_runners))} runner's "
+                  + f"{'/'.join(self.patched)}: dead code.", line=ev, fix=fix)
         if la.fallback is not None and la.fallback.id.startswith("v2-needs-triton"):
-            findings.append(Finding("DS607", "V2 needs Triton; vLLM runs V1.", line=_no(la.fallback.line), text=clip_text(la.fallback.line.text)))
-        # Knobs this release ignores or rejects.
-        if known and la.spec_args:
+            j.add("DS607", "V2 needs Triton; vLLM runs V1.", line=la.fallback.line)
+
+    def step_knobs(self, j: Judging) -> None:
+        """speculative_config keys this release ignores or rejects, dynamic speculation switched off,
+        generation without a SpecDecoding metrics line."""
+        la, k, version = j.la, self.k, j.version
+        if j.known and la.spec_args:
             for issue in k.knob_issues(version, la.spec_args, {"data_parallel_size": la.dp_size}):
                 if issue.status in ("dead", "rejected"):
-                    findings.append(Finding("DS603", f"speculative_config.{issue.key} on vllm {version}: {issue.status}. {issue.note}",
-                                            line=_no(la.args_line), text=clip_text(la.args_line.text) if la.args_line else None))
+                    j.add("DS603", f"speculative_config.{issue.key} on vllm {version}: {issue.status}. {issue.note}",
+                          line=la.args_line)
         if la.dynamic_off is not None:
             why = "the method is not supported on Model Runner V1" if "Model Runner V1" in la.dynamic_off.msg else "data_parallel_size > 1"
-            findings.append(Finding("DS604", f"dynamic speculation (num_speculative_tokens_per_batch_size) was switched off: {why}.",
-                                    line=_no(la.dynamic_off), text=clip_text(la.dynamic_off.text)))
-        if spec not in (None, "unknown") and la.gen_stats >= 2 and la.metrics == 0:
-            findings.append(Finding("DS605", f"{la.gen_stats} engine stats lines show generation, none a SpecDecoding metrics line."))
-        # The CUDA-graph mode (the verdict does not depend on it: a benchmark does).
+            j.add("DS604", f"dynamic speculation (num_speculative_tokens_per_batch_size) was switched off: {why}.",
+                  line=la.dynamic_off)
+        if la.speculative not in (None, "unknown") and la.gen_stats >= 2 and la.metrics == 0:
+            j.add("DS605", f"{la.gen_stats} engine stats lines show generation, none a SpecDecoding metrics line.")
+
+    def step_graphs(self, j: Judging) -> None:
+        """The CUDA-graph mode (the verdict does not depend on it: a benchmark does)."""
+        la = j.la
         if la.graphs_off is not None:
-            findings.append(Finding("DS617", "vLLM logged 'Cudagraph is disabled under eager mode' (--enforce-eager): "
-                                             "the target decodes without CUDA graphs.", line=_no(la.graphs_off),
-                                    text=clip_text(la.graphs_off.text)))
+            j.add("DS617", "vLLM logged 'Cudagraph is disabled under eager mode' (--enforce-eager): "
+                           "the target decodes without CUDA graphs.", line=la.graphs_off)
         for old_mode, new_mode, backend, line in la.mode_changes[:1]:
             by = f" because the {backend} attention backend cannot capture it" if backend else ""
             more = f" ({len(la.mode_changes)} such lines)" if len(la.mode_changes) > 1 else ""
-            findings.append(Finding("DS616", f"vLLM changed cudagraph_mode from {old_mode} to {new_mode}{by}{more}: "
-                                             f"decode does not run in the graphs the configuration asked for.",
-                                    line=_no(line), text=clip_text(line.text)))
-        compute_path = {
+            j.add("DS616", f"vLLM changed cudagraph_mode from {old_mode} to {new_mode}{by}{more}: "
+                           f"decode does not run in the graphs the configuration asked for.", line=line)
+        j.compute_path = {
             "graphs_disabled": True if la.graphs_off is not None else None,
             "cudagraph_mode_changes": [{"from": a, "to": b, "backend": c, "line": _no(ln)} for a, b, c, ln in la.mode_changes],
             "graphs_captured": True if la.graphs_captured is not None else (False if la.graphs_off is not None else None),
         }
-        # The marker.
-        marker = dict(empty_marker)
+
+    def step_marker(self, j: Judging) -> None:
+        """The feature's marker: in this launch, or only in an earlier one; a ready server without it."""
+        la, marker = j.la, j.marker
         if la.markers:
             m0 = la.markers[0]
             marker.update(found=True, line=_no(m0.line), text=m0.line.text, fields=m0.data,
                           ranks=sorted({m.line.rank_label for m in la.markers if m.line.rank_label}))
-            findings.append(Finding("DS302", f"marker logged by this launch ({len(la.markers)} time(s)).", line=_no(m0.line), text=m0.line.text))
+            j.add("DS302", f"marker logged by this launch ({len(la.markers)} time(s)).", line=m0.line, clip=False)
         elif self.earlier_markers:
             o = self.earlier_markers[-1]
-            findings.append(Finding("DS305", f"the marker was logged by an earlier launch (line {o.line.no}), not by launch {la.index}.", line=_no(o.line), text=o.line.text))
-        if la.ready and not la.markers and spec is not None:
-            findings.append(Finding("DS301", "the server is ready and the marker was never logged.", line=_no(la.ready), text=la.ready.text))
-        # The crash. A traceback the file (or the excerpt) ends in, before its exception line, is a
-        # crash whose exception is unknown, as for sglang.
-        if la.crash is None and la.in_traceback and la.traceback_line is not None and (at_eof or quiet_for >= 1.0):
+            j.add("DS305", f"the marker was logged by an earlier launch (line {o.line.no}), not by launch {la.index}.",
+                  line=o.line, clip=False)
+        if la.ready and not la.markers and la.speculative is not None:
+            j.add("DS301", "the server is ready and the marker was never logged.", line=la.ready, clip=False)
+
+    def step_crash(self, j: Judging) -> None:
+        """The crash. A traceback the file (or the excerpt) ends in, before its exception line, is a
+        crash whose exception is unknown, as for sglang."""
+        la = j.la
+        final = j.at_eof or j.quiet_for >= 1.0
+        if la.crash is None and la.in_traceback and la.traceback_line is not None and final:
             la.crash = ("Traceback", "traceback cut off before its exception line", la.traceback_line)
-        crash, crashed = None, False
         if la.crash is not None:
             exc, message, line = la.crash
-            crash = {"exception": exc, "message": message[:500], "line": _no(line), "text": line.text[:500]}
-            if at_eof or quiet_for >= 1.0 or exc in ("EngineCoreDied",):
-                crashed = True
-                findings.append(Finding("DS303", f"{exc}: {message[:300]}".rstrip(": "), line=_no(line), text=clip_text(line.text)))
-        # the verdict policy is configs/findings.toml's (`verdict.log`), as for sglang
-        dead = any(doc(f.code).verdict.get("log") == "dead" for f in findings)
-        if dead:
-            v = "dead"
-        elif crashed:
-            v = "crashed"
-        elif la.markers:
-            v = "live"
-        else:
-            v = "inconclusive"
-            if not version:
-                missing.append("the vLLM release (no 'Initializing a V1 LLM engine (v...)' line yet)")
-            if runner is None:
-                missing.append("which model runner runs (a fallback warning, the V2 EAGLE3 loader line, or a ready server)")
-            missing.append(f"the marker ({self.feature.marker.literal!r}) or a ready server")
-            findings.append(Finding("DS304", "missing: " + "; ".join(missing) + "."))
-        findings.sort(key=lambda f: ({"error": 0, "warning": 1, "info": 2}[f.severity], f.code))
+            j.crash = {"exception": exc, "message": message[:500], "line": _no(line), "text": line.text[:500]}
+            if final or exc in ("EngineCoreDied",):
+                j.crashed = True
+                j.add("DS303", f"{exc}: {message[:300]}".rstrip(": "), line=line)
+
+    def is_live(self, j: Judging) -> bool:
+        return bool(j.la.markers)
+
+    def missing_evidence(self, j: Judging) -> list[str]:
+        missing = []
+        if not j.version:
+            missing.append("the vLLM release (no 'Initializing a V1 LLM engine (v...)' line yet)")
+        if j.runner is None:
+            missing.append("which model runner runs (a fallback warning, the V2 EAGLE3 loader line, or a ready server)")
+        missing.append(f"the marker ({self.feature.marker.literal!r}) or a ready server")
+        return missing
+
+    def assemble(self, j: Judging) -> Verdict:
+        la = j.la
         launch = {"index": la.index, "of": len(self.launches), "first_line": _no(la.first), "first_offset": la.first.offset,
                   "phase": "ready" if la.ready else la.phase, "shards": None, "decode_lines": la.metrics,
                   "last_decode": {"accept_len": la.last_accept} if la.last_accept else None}
-        return self._make(v, version, method, worker, marker, findings, missing, crash, crashed, launch,
-                          ready=la.ready is not None, runner=runner,
-                          claims=_claims(la, crashed, (method, method_line, method_basis), worker), compute_path=compute_path)
+        return self.make(verdict=j.verdict, engine_version=j.version, speculative_algorithm=j.method[0],
+                         overlap_schedule=None, worker=j.worker, server_ready=la.ready is not None,
+                         crashed=bool(j.crashed), crash=j.crash, marker=j.marker, findings=j.findings, launch=launch,
+                         missing=j.missing, probe=None, claims=_claims(la, j.crashed, j.method, j.worker),
+                         model_runner=j.runner, compute_path=j.compute_path)
 
     def _method(self, la: VllmLaunch) -> tuple[Optional[str], Optional[Line], str]:
         """The speculative method and the line that names it: the engine config, the arguments vLLM
@@ -404,23 +438,6 @@ class VllmJudge:
         if requested:
             return requested, la.command_line, "requested by the launch command in the log"
         return None, None, ""
-
-    def _make(self, v, version, method, worker, marker, findings, missing, crash, crashed, launch, *, ready=False,
-              runner=None, claims=None, compute_path=None):
-        return VllmVerdict(verdict=v, feature=self.feature.name, engine="vllm", engine_version=version,
-                           speculative_algorithm=method, overlap_schedule=None, worker=worker, server_ready=ready,
-                           crashed=bool(crashed), crash=crash, marker=marker, findings=findings, launch=launch,
-                           missing=missing, probe=None, claims=claims or no_claims(), model_runner=runner,
-                           compute_path=compute_path)
-
-    def decided(self, v: Verdict, *, quiet_for: float = 0.0) -> bool:
-        return v.verdict in ("dead", "crashed", "live")
-
-    def exited(self, v: Verdict) -> Verdict:
-        """The server process is gone before it became ready: the launch crashed."""
-        la = self.launches[-1] if self.launches else None
-        return v.died("ProcessExited", "the server process exited", la.last_line if la else None,
-                      "the server process exited before it became ready.")
 
 
 def _requested_method(flags: dict) -> Optional[str]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal, Optional, Union
 
 import msgspec
@@ -152,11 +153,14 @@ class KnobIssue:
     warning: Optional[str] = None
 
 
-class VllmKnowledge:
-    engine = "vllm"
+def tables_dir() -> Path:
+    """configs/vllm/: this engine's tables (the engine's `tables`)."""
+    return tables.configs_dir() / "vllm"
 
+
+class VllmKnowledge:
     def __init__(self) -> None:
-        d = tables.configs_dir() / "vllm"
+        d = tables_dir()
         rel = tables.load_toml(d / "releases.toml", ReleasesFile)
         self.releases, self.covered = rel.releases, rel.covered
         self.all = (1 << len(self.releases)) - 1
@@ -328,5 +332,5 @@ def _env_int_bool(raw: Optional[str]) -> Optional[bool]:
 
 @functools.lru_cache(maxsize=1)
 def knowledge() -> VllmKnowledge:
-    d = tables.configs_dir() / "vllm"
+    d = tables_dir()
     return tables.cached("vllm-knowledge", sorted(d.glob("*.toml")), VllmKnowledge)

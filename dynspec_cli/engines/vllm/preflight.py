@@ -1,25 +1,28 @@
-"""Preflight for vLLM: before launch, which model runner and which proposer class the installed vllm
+"""vLLM's preflight: before launch, which model runner and which proposer class the installed vllm
 will run for the given `--speculative-config` and environment, whether the patch is on that path,
 and which speculative_config keys this release ignores or rejects.
 
-Facts come from dynspec_cli/inject/vllm_inspector.py (stdlib only, run by the server's own python,
-never importing vllm); conclusions from configs/vllm/ (VllmKnowledge). Verdicts and exit codes are
-preflight's: reachable 0, dead 1, unknown 3."""
+Facts come from inspector/ beside this file (stdlib only, run by the server's own python, never
+importing vllm); conclusions from configs/vllm/ (VllmKnowledge). Verdicts and exit codes are
+preflight's: reachable 0, dead 1, unknown 3; what every engine's preflight shares is
+verdict/preflight.py."""
 from __future__ import annotations
 
 import json
 from typing import Any, Optional
 
 from dynspec_cli import inject
-from dynspec_cli.verdict import acceptance
+from dynspec_cli.engines.vllm.knowledge import V2_ENV, VllmKnowledge, knowledge
 from dynspec_cli.knowledge.features import Feature
-from dynspec_cli.knowledge.findings import Finding, doc
-from dynspec_cli.knowledge.vllm import V2_ENV, VllmKnowledge, knowledge
+from dynspec_cli.knowledge.findings import Finding
+from dynspec_cli.verdict import acceptance
+from dynspec_cli.verdict.codes import EXIT
+from dynspec_cli.verdict.preflight import InputError, decided, facts_of, ordered
 
-EXIT = {"reachable": 0, "dead": 1, "unknown": 3}
+INSPECTOR = "engines/vllm/inspector"  # the program run by the server's python (inject.program)
 
 
-class SpecConfigError(ValueError):
+class SpecConfigError(InputError, ValueError):
     """--speculative-config is not a JSON object (one line, exit 2)."""
 
 
@@ -89,13 +92,9 @@ def inspect(host, python: str, feature: Feature, env: dict[str, str], *, vllm_pa
         args.update(dynamic=True, serve_flags=list(flags or []))
         timeout = max(timeout, 180)
     proc_env = {kk: v for kk, v in env.items() if v is not None}
-    res = host.run_python(python, inject.program("vllm_inspector.py"), [json.dumps(args)], env=proc_env or None,
+    res = host.run_python(python, inject.program(INSPECTOR), [json.dumps(args)], env=proc_env or None,
                           timeout=timeout)
-    try:
-        return json.loads(res.stdout)
-    except ValueError:
-        err = res.stderr.decode("utf-8", "replace").strip().splitlines()
-        return {"ok": False, "error": f"{python} did not run the inspector: {err[-1] if err else f'exit {res.exit_code}'}"}
+    return facts_of(res, python)
 
 
 def judge(facts: dict[str, Any], feature: Feature, spec: Optional[dict], env: dict[str, str],
@@ -143,7 +142,7 @@ def judge(facts: dict[str, Any], feature: Feature, spec: Optional[dict], env: di
     dyn = facts.get("dynamic")
     triton = (facts.get("triton") or {}).get("found")
     if choice.runner == "v2" and rng is not None and rng.selection == "auto" and V2_ENV not in eff_env and triton is False:
-        from dynspec_cli.knowledge.vllm import RunnerChoice
+        from dynspec_cli.engines.vllm.knowledge import RunnerChoice
 
         w = "v2-needs-triton-lower" if rng.fallback_warning == "v2-unsupported-lower" else "v2-needs-triton"
         choice = RunnerChoice("v1", f"triton is not importable by this python: vllm {version} falls back to V1", warning=w)
@@ -151,7 +150,7 @@ def judge(facts: dict[str, Any], feature: Feature, spec: Optional[dict], env: di
     if dyn:
         out["dynamic"] = dyn
         if dyn.get("ok") and isinstance(dyn.get("use_v2_model_runner"), bool):
-            from dynspec_cli.knowledge.vllm import RunnerChoice
+            from dynspec_cli.engines.vllm.knowledge import RunnerChoice
 
             static = choice.runner
             r2 = "v2" if dyn["use_v2_model_runner"] else "v1"
@@ -318,13 +317,11 @@ def custom_findings(custom: dict[str, Any], version, findings: list[Finding], ou
                                          "patched code is elsewhere."))
 
 
-def _decided(findings: list[Finding], otherwise: str) -> str:
-    """dead when a finding's preflight effect says so (configs/findings.toml's policy), else `otherwise`."""
-    return "dead" if any(doc(f.code).verdict.get("preflight") == "dead" for f in findings) else otherwise
+_decided = decided  # (configs/findings.toml's policy: a dead finding makes it dead)
 
 
 def _result(verdict: str, out: dict, findings: list[Finding]) -> dict[str, Any]:
-    findings.sort(key=lambda f: ({"error": 0, "warning": 1, "info": 2}[f.severity], f.code))
+    ordered(findings)
     out.update(verdict=verdict, exit_code=EXIT[verdict],
                findings=[{"code": f.code, "name": f.name, "severity": f.severity, "message": f.message, "fix": f.fix}
                          for f in findings])

@@ -11,15 +11,15 @@ import ast
 import re
 from typing import Any, Optional
 
-from dynspec_cli.evidence import detect
+from dynspec_cli.engines.vllm import detect
 from dynspec_cli.evidence.commands import CommandReader
 from dynspec_cli.evidence.lines import Line
-from dynspec_cli.evidence.rules import LAUNCH_PREFIX, PROBE_PREFIX, Observation, exception_of
+from dynspec_cli.evidence.observation import LAUNCH_PREFIX, PROBE_PREFIX, Observation, exception_of
 from dynspec_cli.knowledge.features import Feature
-from dynspec_cli.knowledge.vllm import VllmKnowledge
+from dynspec_cli.engines.vllm.knowledge import VllmKnowledge, tables_dir
 
-_PROC = re.compile(detect.VLLM_PROC)
-_VLLM_PREFIX = re.compile(detect.VLLM_PREFIX)
+_PROC = re.compile(detect.PROC)
+_VLLM_PREFIX = re.compile(detect.PREFIX)
 _FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<lineno>\d+), in (?P<function>[\w<>]+)')
 _SPEC = re.compile(r"speculative_config=(?:None\b|SpeculativeConfig\((?P<body>[^()]*(?:\([^()]*\)[^()]*)*)\))")
 _KV = re.compile(r"(\w+)=('(?:[^'\\]|\\.)*'|[^,]*)")
@@ -98,7 +98,7 @@ class VllmClassifier:
                     'File "', "non-default args:", "Avg generation throughput", "vLLM API server version"]
         literals += [r.literal for r, _ in self._rows]
         self.literals = sorted({x for x in literals if x})
-        self.commands = CommandReader("vllm")
+        self.commands = CommandReader(tables_dir())
 
     def classify(self, line: Line) -> list[Observation]:
         normalize(line)

@@ -5,7 +5,7 @@ remote GPU host), so: stdlib only, Python 3.8+, nothing from dynspec. One module
 (locate, marker, diff, bytecode, modules, flags, values, envvars, mro, dynamic; main drives them);
 dynspec ships the folder as ONE program (dynspec_cli.inject.program: the modules bundled, imported
 from memory) on stdin behind a constant ``python -c`` bootstrap. ``python -m
-dynspec_cli.inject.inspector < input.json`` runs the folder in place.
+dynspec_cli.engines.sglang.inspector < input.json`` runs the folder in place.
 Prints exactly one JSON document on stdout, also when it fails (then ``"ok": false`` with ``error``
 and ``exception_traceback``). Exit status 0 when ``ok``, 1 otherwise; callers parse stdout either way.
 Everything sglang or a C extension writes to fd 1 while we work is sent to stderr.

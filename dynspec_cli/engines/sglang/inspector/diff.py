@@ -1,78 +1,11 @@
 """The user's unified diff, mapped onto the installed files: is each hunk applied, and in which scope."""
 import ast
 import os
-import re
 
-from .common import Source, _read_bytes
-
-
-_HUNK_RE = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@(.*)$")
+from .common import Source, _read_bytes, shared
 
 
-def _diff_path(raw):
-    p = raw.rstrip("\n").split("\t", 1)[0].strip()
-    if len(p) >= 2 and p[0] == p[-1] == '"':
-        p = p[1:-1]
-    return p
-
-
-def parse_diff(text):
-    files, errors = [], []
-    cur = None
-    lines = text.splitlines()
-    i, n = 0, len(lines)
-    while i < n:
-        line = lines[i]
-        if line.startswith("diff --git "):
-            cur = {"old": None, "new": None, "hunks": [], "git_header": line}
-            files.append(cur)
-            i += 1
-            continue
-        if line.startswith("--- ") and i + 1 < n and lines[i + 1].startswith("+++ "):
-            old, new = _diff_path(line[4:]), _diff_path(lines[i + 1][4:])
-            if cur is None or cur["hunks"] or cur["old"] is not None:
-                cur = {"old": None, "new": None, "hunks": []}
-                files.append(cur)
-            cur["old"], cur["new"] = old, new
-            i += 2
-            continue
-        m = _HUNK_RE.match(line)
-        if m and cur is not None:
-            old_start, old_count = int(m.group(1)), int(m.group(2) if m.group(2) is not None else 1)
-            new_start, new_count = int(m.group(3)), int(m.group(4) if m.group(4) is not None else 1)
-            hunk = {"header": line, "old_start": old_start, "old_count": old_count, "new_start": new_start,
-                    "new_count": new_count, "added_lines": [], "new_side": [], "old_side": []}
-            o, nn = old_count, new_count
-            ln = new_start
-            i += 1
-            while i < n and (o > 0 or nn > 0):
-                body = lines[i]
-                tag = body[:1]
-                if tag == "\\":
-                    i += 1
-                    continue
-                if tag == "+":
-                    hunk["added_lines"].append((ln, body[1:]))
-                    hunk["new_side"].append(body[1:])
-                    ln += 1
-                    nn -= 1
-                elif tag == "-":
-                    hunk["old_side"].append(body[1:])
-                    o -= 1
-                elif tag == " " or body == "":
-                    hunk["new_side"].append(body[1:])
-                    hunk["old_side"].append(body[1:])
-                    ln += 1
-                    o -= 1
-                    nn -= 1
-                else:
-                    errors.append("hunk %r ends early at diff line %d" % (hunk["header"], i + 1))
-                    break
-                i += 1
-            cur["hunks"].append(hunk)
-            continue
-        i += 1
-    return files, errors
+parse_diff = shared.parse_diff
 
 
 def _strip_ab(p, prefix):

@@ -5,7 +5,9 @@ import sys
 import traceback
 
 from .common import _MAX_LIST, _clip, _jsonable, _realpath
-from .mro import static_mro
+from .common import shared
+
+static_mro = shared.static_mro
 
 
 WORKER_MODULE_RE = re.compile(r"^sglang\.srt\.speculative\.(?:[A-Za-z0-9_]+\.)*[A-Za-z0-9_]*worker[A-Za-z0-9_]*$")

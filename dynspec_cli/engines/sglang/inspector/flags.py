@@ -3,7 +3,9 @@ import ast
 import os
 
 from .common import Source, _dotted, _subscript_slice
-from .modules import _Module, _find_class
+from .common import shared
+
+_Module, _find_class = shared.Module, shared.find_class
 from .values import Context, argument_spec, field_spec
 
 

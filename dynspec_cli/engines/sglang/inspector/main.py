@@ -5,10 +5,9 @@ import re
 import sys
 import traceback
 
-from .common import SCHEMA, _MAX_LIST, _clip, _rel_time
+from .common import SCHEMA, _MAX_LIST, _clip, _rel_time, shared
 from .locate import locate_sglang, record_hashes, record_sizes
 from .bytecode import compile_report
-from .marker import scan_marker
 from .diff import analyse_diff, mark_roles
 from .flags import collect_flags, flag_status, value_spec
 from .envvars import env_defaults
@@ -92,14 +91,14 @@ def inspect(args, result):
     timings["diff"] = _rel_time()
     diff_files = [f["installed_path"] for f in diff.get("files", []) if f.get("present")]
 
-    marker, sizes = scan_marker(pkg_dir, args["marker_literal"], pattern, extra_files=diff_files)
+    marker, sizes = shared.scan_marker(os.path.join(pkg_dir, "srt"), args["marker_literal"], pattern, extra_files=diff_files)
     marker["literal"] = args["marker_literal"]
     marker["pattern"] = args["marker_pattern"]
     if not marker["hits"]:
         others = [i for i in sg.get("installs", []) if not i["active"]]
         elsewhere = []
         for inst in others:
-            elsewhere += scan_marker(inst["package_dir"], args["marker_literal"], pattern)[0]["hits"]
+            elsewhere += shared.scan_marker(os.path.join(inst["package_dir"], "srt"), args["marker_literal"], pattern)[0]["hits"]
         marker["hits_in_other_installs"] = elsewhere
     result["marker"] = marker
     if diff.get("given"):

@@ -7,11 +7,11 @@ gets, and the installed sources by AST."""
 import ast
 import os
 import re
-import sys
 
-from .common import Source, _clip, _read_bytes
-from .marker import marker_hits_in
-from .modules import _find_class, _load_module, _module_file
+
+from .common import Source, _clip, _read_bytes, shared
+
+_module_file = shared.module_file
 
 try:
     import importlib.metadata as _md
@@ -37,43 +37,6 @@ def _group_eps(group):
     return list(eps.get(group, ()))  # Python 3.8/3.9: a dict of groups
 
 
-def _find_module(name):
-    """(origin file, is package) of a module, located without importing it."""
-    import importlib.machinery
-
-    parts = name.split(".")
-    spec = None
-    for finder in sys.meta_path:  # (editable installs put their own finder here)
-        if getattr(finder, "__module__", "").startswith("_dynspec_"):
-            continue
-        try:
-            spec = finder.find_spec(parts[0], None)
-        except Exception:
-            spec = None
-        if spec is not None:
-            break
-    for i in range(1, len(parts)):
-        if spec is None or not spec.submodule_search_locations:
-            return None, False
-        spec = importlib.machinery.PathFinder.find_spec(".".join(parts[:i + 1]), list(spec.submodule_search_locations))
-    if spec is None or not spec.origin or not os.path.isfile(spec.origin):
-        return None, False
-    return os.path.abspath(spec.origin), bool(spec.submodule_search_locations)
-
-
-def _top_names(path):
-    src = Source.get(path)
-    names = set()
-    for node in src.tree.body if src.tree is not None else []:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(node.name)
-        elif isinstance(node, ast.Assign):
-            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            names.update((a.asname or a.name).split(".")[0] for a in node.names)
-    return names
-
-
 def _candidate(dist, ep, literal, pattern):
     value = ep.value
     module, _, attr = value.partition(":")
@@ -86,11 +49,11 @@ def _candidate(dist, ep, literal, pattern):
     # the metadata that decides what sglang loads (which entry point, which version): pinned with the code
     rec["metadata_files"] = [os.path.join(path, f) for f in ("entry_points.txt", "METADATA", "PKG-INFO", "RECORD")
                              if path and os.path.isfile(os.path.join(path, f))]
-    origin, is_pkg = _find_module(module)
+    origin, is_pkg = shared.find_module(module)
     rec["module_file"] = origin
     if origin is None:
         return rec
-    rec["attr_found"] = not attr or attr.split(".")[0] in _top_names(origin)
+    rec["attr_found"] = not attr or attr.split(".")[0] in shared.top_level(origin)
     root = os.path.dirname(origin) if is_pkg else origin
     files = [origin] if not is_pkg else sorted(
         os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs if f.endswith(".py"))[:500]
@@ -99,7 +62,7 @@ def _candidate(dist, ep, literal, pattern):
     for f in files:
         try:
             if lit in _read_bytes(f):
-                rec["marker_hits"].extend(marker_hits_in(Source.get(f), literal, pattern))
+                rec["marker_hits"].extend(shared.marker_hits_in(Source.get(f), literal, pattern))
         except OSError:
             pass
     return rec
@@ -162,38 +125,29 @@ def allow_list(spec, winner):
 
 
 def resolve_target(pkg_dir, target):
-    """The hook's target as pkgutil.resolve_name reads a dotted path: the longest prefix that is a
-    module, then attributes. Only what a hook on it can reach is reported."""
-    parts = target.split(".")
-    i = len(parts)
-    while i > 0 and _module_file(pkg_dir, ".".join(parts[:i])) is None:
-        i -= 1
-    out = {"target": target, "module": ".".join(parts[:i]) or None, "module_file": None, "kind": "missing",
+    """The hook's target as pkgutil.resolve_name reads a dotted path (the shared resolution), worded
+    for this document: only what a hook on it can reach is reported (a method: a function of the
+    class or of a base sglang defines)."""
+    r = shared.resolve_target(pkg_dir, target)
+    out = {"target": target, "module": r["module"], "module_file": r["module_file"], "kind": "missing",
            "class": None, "class_module": None, "attr": None, "defined_in": None, "line": None, "missing": None}
-    if i == 0:
+    rest = r["rest"]
+    if r["module"] is None:
         out["missing"] = "no module of %s exists under %s" % (target, pkg_dir)
         return out
-    out["module_file"] = _module_file(pkg_dir, out["module"])
-    rest = parts[i:]
     if not rest:
         out["kind"] = "module"
         return out
-    cache = {}
-    mod = _load_module(pkg_dir, out["module"], cache)
-    m, cls = _find_class(pkg_dir, out["module"], rest[0], cache)
-    if cls is None:
-        names = _top_names(out["module_file"])
-        if rest[0] not in names:
+    if r["class"] is None:
+        if r["top"] is None:
             out["missing"] = "%s has no %s" % (out["module"], rest[0])
         elif len(rest) == 1:
             out["kind"] = "function"
-            for node in mod.src.tree.body:
-                if getattr(node, "name", None) == rest[0]:
-                    out["line"] = node.lineno
+            out["line"] = r["top"].lineno if getattr(r["top"], "name", None) == rest[0] else None
         else:
             out["kind"], out["missing"] = "unknown", "%s.%s is not a class dynspec can follow" % (out["module"], rest[0])
         return out
-    out.update({"class": cls.name, "class_module": m.modname, "line": cls.lineno})
+    out.update({"class": r["class"], "class_module": r["class_module"], "line": r["class_line"]})
     if len(rest) == 1:
         out["kind"] = "class"
         return out
@@ -201,13 +155,10 @@ def resolve_target(pkg_dir, target):
         out["kind"], out["missing"] = "unknown", "%s: attributes below a class attribute are not followed" % target
         return out
     out["attr"] = rest[1]
-    from .mro import static_mro
-
-    for c in static_mro(pkg_dir, m.modname, cls.name)["classes"]:
-        if c.get("methods") and rest[1] in c["methods"]:
-            out.update({"kind": "method", "defined_in": c["name"], "line": None})
-            return out
-    out["missing"] = "%s.%s has no method %s (nor any of its bases sglang defines)" % (m.modname, cls.name, rest[1])
+    if isinstance(r["member"], (ast.FunctionDef, ast.AsyncFunctionDef)):
+        out.update({"kind": "method", "defined_in": r["defined_in"], "line": None})
+        return out
+    out["missing"] = "%s.%s has no method %s (nor any of its bases sglang defines)" % (r["class_module"], r["class"], rest[1])
     return out
 
 

@@ -5,7 +5,9 @@ gives choices, list[X] gives nargs "+", bool is store_true, int/float/str map to
 import ast
 
 from .common import _dotted, _subscript_slice
-from .modules import _load_module
+from .common import shared
+
+_load_module = shared.load_module
 
 _UNKNOWN = object()
 _MAX_CHOICES = 300
