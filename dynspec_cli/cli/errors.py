@@ -21,8 +21,8 @@ def known_errors() -> tuple:
     from dynspec_cli.knowledge.tables import ConfigError
     from dynspec_cli.prove.plan import PlanError
     from dynspec_cli.run.control import RunError
+    from dynspec_cli.run.patchfile import DiffError
     from dynspec_cli.transport import TransportError
-    from dynspec_cli.verdict.preflight import InterpreterError, PatchError
-    from dynspec_cli.verdict.vllm_preflight import SpecConfigError
+    from dynspec_cli.verdict.preflight import InputError  # (every engine's preflight raises its bad input so)
 
-    return ConfigError, LogError, UsageError, RunError, TransportError, PlanError, InterpreterError, PatchError, SpecConfigError
+    return ConfigError, LogError, UsageError, RunError, TransportError, PlanError, InputError, DiffError

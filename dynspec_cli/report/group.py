@@ -5,6 +5,7 @@ from __future__ import annotations
 import shlex
 import sys
 
+from dynspec_cli import engines
 from dynspec_cli.run import hints
 
 
@@ -36,8 +37,9 @@ class Screen:
         if self.json_out:
             return
         for i, (r, t) in enumerate(zip(pre["nodes"], self.targets)):
-            self.out.print(f"preflight node {i} ({t.name}): {r['verdict']}, sglang "
-                           f"{r.get('sglang_version') or '?'}, {len(r.get('file_hashes') or {})} patched file(s)")
+            e = engines.get(r.get("engine") or engines.DEFAULT)  # (a result that names no engine: the DEFAULT's)
+            self.out.print(f"preflight node {i} ({t.name}): {r['verdict']}, {e.title} "
+                           f"{e.release_of(r) or '?'}, {len(r.get('file_hashes') or {})} patched file(s)")
         for f in pre["findings"]:
             self.out.print(f"  [red]✗[/] {f['code']}: {_escape(f['message'])}")
 

@@ -195,7 +195,7 @@ def dynspec_command(login: Host, spec: SlurmSpec) -> str:
 
 def render(login: Host, sp: SlurmProfile, feature, *, jobdir: str, probe_env: dict[str, str] | None,
            preflight: bool, offsets: list[int] | None = None) -> Job:
-    from dynspec_cli.evidence.rules import LAUNCH_PREFIX
+    from dynspec_cli.evidence.observation import LAUNCH_PREFIX
     from dynspec_cli.run.secrets import MASK, redact_argv, redact_env, split_secrets
 
     prof, s = sp.prof, sp.slurm
@@ -639,14 +639,14 @@ def server_gone(login: Host, rec: SlurmRecord) -> Optional[str]:
 
 def prepare(login: Host, sp: SlurmProfile, feature, *, probe: bool, preflight: bool) -> Job:
     from dynspec_cli.run import control
-    from dynspec_cli.run import probe as probe_setup
 
     jobdir = records.expand(login, f"~/.dynspec/slurm/{sp.prof.name}-{time.strftime('%Y%m%d-%H%M%S')}")
     penv = None
-    if probe:
-        targets = probe_setup.probe_targets(feature, None, sp.prof.patched_class or None)
+    setup = engines.of(feature).probe
+    if probe and setup is not None:
+        targets = setup.probe_targets(feature, None, sp.prof.patched_class or None)
         if targets:
-            penv = control.probe_env_on(login, sp.prof.python, targets, {"PYTHONPATH": ""})
+            penv = control.probe_env_on(login, sp.prof.python, setup, targets, {"PYTHONPATH": ""})
             pdir = penv["PYTHONPATH"].split(":")[0]
             penv["PYTHONPATH"] = ":".join([pdir] + ([sp.prof.env["PYTHONPATH"]] if "PYTHONPATH" in sp.prof.env else []))
     job = render(login, sp, feature, jobdir=jobdir, probe_env=penv, preflight=preflight)
@@ -702,7 +702,11 @@ def fill_nodes(login: Host, rec: SlurmRecord, st: JobState) -> None:
 # --------------------------------------------------------------------------------------------------
 # watching
 
-_READINESS = engines.SERVING[engines.DEFAULT].readiness  # (SlurmRecord has no engine: only a multi-node engine runs there)
+def _readiness(rec: SlurmRecord) -> tuple[str, ...]:
+    """(A SlurmRecord names no engine: the registry's DEFAULT, the multi-node engine that runs there.)"""
+    return engines.get(node_record(rec, 0).engine).serving.readiness
+
+
 HEALTH_AT = r"""
 import sys, urllib.request
 addr, port, paths = sys.argv[1], sys.argv[2], sys.argv[3:]
@@ -774,7 +778,7 @@ def _watch_node(login: Host, rec: SlurmRecord, rank: int, feature, state, jw: Jo
     from dynspec_cli.verdict.pipeline import Pipeline, judge_stream
 
     nrec = node_record(rec, rank)
-    pipe = Pipeline.for_record(nrec, feature)
+    pipe = Pipeline.for_record(nrec, feature, engines.get(nrec.engine))
     first_data: list[float] = []
 
     def publish(v) -> None:
@@ -803,7 +807,7 @@ def _watch_node(login: Host, rec: SlurmRecord, rank: int, feature, state, jw: Jo
             return pipe.final(exited=True)
         if rank == 0 and not state.ready and v.verdict == "live" and pipe.decided(v) and v.server_ready and rec.addrs:
             try:
-                res = login.run_python(login.python, HEALTH_AT, [rec.addrs[0], str(rec.port), *_READINESS], timeout=30)
+                res = login.run_python(login.python, HEALTH_AT, [rec.addrs[0], str(rec.port), *_readiness(rec)], timeout=30)
                 text = res.text.strip()
             except TransportError:
                 text = ""
