@@ -47,7 +47,9 @@ def _tree(folder: Path) -> set[str]:
 def test_the_wheel_holds_every_table_and_program_of_the_source_tree(dist):
     names = set(zipfile.ZipFile(dist["wheel"]).namelist())
     tables = {f"dynspec_cli/configs/{n}" for n in _tree(REPO / "configs")}
-    programs = {f"dynspec_cli/inject/{n}" for n in _tree(REPO / "dynspec_cli" / "inject")}
+    # the programs run in other interpreters: inject/, and each engine's inspector and probe folders
+    programs = {f"dynspec_cli/{n}" for n in _tree(REPO / "dynspec_cli")
+                if n.startswith("inject/") or "/inspector/" in n or "/probe/" in n}
     code = {f"dynspec_cli/{n}" for n in _tree(REPO / "dynspec_cli") if n.endswith(".py")}
     assert len(tables) > 20 and len(programs) > 10
     missing = sorted((tables | programs | code) - names)
@@ -62,7 +64,7 @@ def test_the_sdist_builds_the_same_wheel_contents(dist, tmp_path):
 
     with tarfile.open(dist["sdist"]) as t:
         names = {n.split("/", 1)[1] for n in t.getnames() if "/" in n}
-    assert "configs/sglang/frames.toml" in names and "dynspec_cli/inject/probe/sitecustomize.py" in names
+    assert "configs/sglang/frames.toml" in names and "dynspec_cli/engines/sglang/probe/sitecustomize.py" in names
     assert "pyproject.toml" in names and "README.md" in names
 
 
