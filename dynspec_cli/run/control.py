@@ -10,7 +10,7 @@ import json
 import time
 from typing import Optional
 
-from dynspec_cli import inject
+from dynspec_cli import engines, inject
 from dynspec_cli.evidence.observation import LAUNCH_PREFIX
 from dynspec_cli.knowledge.features import Feature
 from dynspec_cli.run import ownership, records, sigint
@@ -107,7 +107,7 @@ def start(host: Host, prof: Profile, feature: Feature, *, replace: bool, sglang_
                     log=log, log_offset=offset, log_line_base=line_base, port=prof.port, started_at=records.now(),
                     feature=feature.name, patched_class=list(prof.patched_class), sglang_version=sglang_version,
                     python=prof.python, cwd=prof.workdir, probe=bool(extra_env and "DYNSPEC_PROBE" in extra_env),
-                    engine=prof.engine or feature.engine, patch=patch,
+                    engine=prof.engine or engines.name_of(feature), patch=patch,
                     state=records.STARTING, token=token, launcher=records.launcher_id(),
                     pid_file=records.pid_file_path(host, prof.name, token))
     spawning = False

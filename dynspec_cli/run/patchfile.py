@@ -28,7 +28,7 @@ def sha256(text: str) -> str:
 
 def summary(path: str, text: str, pre: Optional[dict[str, Any]]) -> dict[str, Any]:
     """What the run record keeps of the diff: path, sha256, the installed files it touches (from
-    preflight's per-hunk judgement, verdict/hunks.py) and one line per hunk scope."""
+    preflight's per-hunk judgement, engines/sglang/hunks.py) and one line per hunk scope."""
     entries = (pre or {}).get("hunks") or []
     files = sorted({e["installed"] for e in entries if e.get("installed")})
     return {"path": path, "sha256": sha256(text), "files": files,

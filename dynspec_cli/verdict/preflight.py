@@ -33,9 +33,19 @@ def facts_of(res, python: str) -> dict[str, Any]:
         return {"ok": False, "error": f"{python} did not run the inspector: {err[-1] if err else f'exit {res.exit_code}'}"}
 
 
+def judged(p: Any, steps) -> bool:
+    """Run an engine's preflight steps over one preflight in the making (`p`, with a `verdict`
+    attribute) until one settles the verdict early; True when one did."""
+    for step in steps:
+        step(p)
+        if p.verdict is not None:
+            return True
+    return False
+
+
 def decided(findings: list[Finding], otherwise: str) -> str:
     """dead when a finding's preflight effect says so, else `otherwise`."""
     return "dead" if forced_verdict(findings, "preflight") == "dead" else otherwise
 
 
-__all__ = ["InputError", "InterpreterError", "PatchError", "facts_of", "decided", "ordered"]
+__all__ = ["InputError", "InterpreterError", "PatchError", "facts_of", "judged", "decided", "ordered"]

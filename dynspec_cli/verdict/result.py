@@ -40,10 +40,10 @@ class Verdict:
     launch: dict[str, Any]
     missing: list[str] = field(default_factory=list)
     probe: Optional[dict[str, Any]] = None
-    claims: Optional[dict[str, Any]] = None  # each claim proven with its line, or null (verdict/claims.py)
+    claims: Optional[dict[str, Any]] = None  # each claim proven with its line, or null (engines/sglang/claims.py)
     requested: Optional[dict[str, Any]] = None  # the log's launch command next to what server_args resolved
     engine: str = ""  # whose log it is (the engine's name, engines/__init__.py)
-    compute_path: Optional[dict[str, Any]] = None  # CUDA graphs captured and used (verdict/compute_path.py); null: not judged
+    compute_path: Optional[dict[str, Any]] = None  # CUDA graphs captured and used (engines/sglang/compute_path.py); null: not judged
     stopped: Optional[dict[str, Any]] = None  # the server was asked to stop: the signal, its line, the exits after it
     # the kinds of evidence: the marker, the effect (Decode batch lines by running batch against the
     # threshold), and which of them the verdict rests on (`verdict_from`)

@@ -1,4 +1,4 @@
-"""What the claims (verdict/claims.py) rest on, collected while a launch is read: frames,
+"""What the claims (claims.py) rest on, collected while a launch is read: frames,
 constructors, lines only start-up or serving writes, the launch command in the log. `observe`
 writes only the launch's `ClaimEvidence`; what the evidence says about the launch's other parts
 (a frame of the loop that ran, a served request after a traceback) goes through their methods."""

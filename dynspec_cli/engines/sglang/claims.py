@@ -5,7 +5,7 @@ it), or null. The top-level JSON fields of the same names are these values (resu
 `false` needs positive evidence too: `crashed: false` only when the launch became ready or served
 requests after its last traceback and no crash line follows; `server_ready: false` only when the
 launch crashed while it was still starting. The evidence is collected while the launch is read
-(verdict/claim_evidence.py) and read here when the judge judges (`worker_from_frames`, `build`). Frames (traceback, faulthandler, py-spy) are code that ran: they
+(claim_evidence.py) and read here when the judge judges (`worker_from_frames`, `build`). Frames (traceback, faulthandler, py-spy) are code that ran: they
 outweigh flags and warnings, which say what was configured."""
 from __future__ import annotations
 

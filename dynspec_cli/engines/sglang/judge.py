@@ -295,7 +295,7 @@ class Judge(core.Core):
                            f"runs, but speculation accepts no draft token.", line=la.last_line, text=False)
 
     def step_compute_path(self, j: "Judging") -> None:
-        """CUDA graphs captured and used, by running batch (verdict/compute_path.py): findings of
+        """CUDA graphs captured and used, by running batch (compute_path.py): findings of
         their own, the verdict unchanged."""
         if j.spec_off and not j.la.decoding.graph_by_batch:
             return

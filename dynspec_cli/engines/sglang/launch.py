@@ -1,8 +1,8 @@
 """One launch's state, read from its observations in log order.
 
 A log file often holds several appended launches; `Reader` splits them and hands each observation
-of the current launch to the part of its state that the observation is about (verdict/parts.py;
-the claims' evidence: verdict/claim_evidence.py). Each part is the only writer of its own fields."""
+of the current launch to the part of its state that the observation is about (parts.py;
+the claims' evidence: claim_evidence.py). Each part is the only writer of its own fields."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field

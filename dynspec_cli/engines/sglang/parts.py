@@ -1,4 +1,4 @@
-"""The parts of one launch's state (verdict/launch.py holds them together). Each part is the only
+"""The parts of one launch's state (launch.py holds them together). Each part is the only
 writer of its own fields: the reader, the claims' evidence and the judge read them, and change
 them only through the part's methods.
 

@@ -20,7 +20,7 @@ from dynspec_cli.knowledge.features import Feature
 from dynspec_cli.knowledge.findings import Finding, forced_verdict
 from dynspec_cli.verdict import acceptance
 from dynspec_cli.verdict.codes import EXIT
-from dynspec_cli.verdict.preflight import InterpreterError, PatchError, facts_of, ordered
+from dynspec_cli.verdict.preflight import InterpreterError, PatchError, facts_of, judged, ordered
 
 INSPECTOR = "engines/sglang/inspector"  # the program run by the server's python (inject.program)
 
@@ -139,10 +139,8 @@ class Preflighting:
 
 def _judge(facts, feature, flags, env, patched, k, env_fix) -> dict[str, Any]:
     p = Preflighting(facts, feature, flags, env, patched, k, env_fix)
-    for step in STEPS:
-        step(p)
-        if p.verdict is not None:  # (settled before the worker could be worked out)
-            return _result(p.verdict, facts, p.version, p.worker, p.patched_out, p.overlap, p.findings)
+    if judged(p, STEPS):  # (settled before the worker could be worked out)
+        return _result(p.verdict, facts, p.version, p.worker, p.patched_out, p.overlap, p.findings)
     result = _result(_verdict(p), facts, p.version, p.worker, p.patched_out, p.overlap, p.findings, p.hunk_entries)
     result["compute_path"] = p.path
     return result
@@ -480,7 +478,7 @@ def _result(verdict, facts, version, worker, patched, overlap, findings, hunk_en
         "timings": facts.get("timings"),
         # the same keys in every document (cli/preflight.py fills them for a patch that was found)
         "environment": None, "probe_command": None, "probe_command_needs": None, "probe_dir": None, "probe_copy": None, "plugin": None,
-        "compute_path": None,  # the decode graphs predicted (verdict/compute_path.py predict)
+        "compute_path": None,  # the decode graphs predicted (compute_path.py predict)
     }
 
 

@@ -450,7 +450,7 @@ def _requested_method(flags: dict) -> Optional[str]:
 
 
 def _claims(la: VllmLaunch, crashed: bool, method_of: tuple, worker: dict[str, Any]) -> dict[str, Any]:
-    """The claims of verdict/claims.py, from the vLLM launch: each proven with its line, or null."""
+    """The claims of engines/sglang/claims.py, from the vLLM launch: each proven with its line, or null."""
     if crashed and la.crash is not None:
         c_crashed = claim(True, la.crash[2], f"{la.crash[0]} at line {la.crash[2].no or '?'}")
     else:

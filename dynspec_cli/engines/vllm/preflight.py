@@ -11,13 +11,15 @@ from __future__ import annotations
 import json
 from typing import Any, Optional
 
+import msgspec
+
 from dynspec_cli import inject
 from dynspec_cli.engines.vllm.knowledge import V2_ENV, VllmKnowledge, knowledge
 from dynspec_cli.knowledge.features import Feature
 from dynspec_cli.knowledge.findings import Finding
 from dynspec_cli.verdict import acceptance
 from dynspec_cli.verdict.codes import EXIT
-from dynspec_cli.verdict.preflight import InputError, decided, facts_of, ordered
+from dynspec_cli.verdict.preflight import InputError, decided, facts_of, judged, ordered
 
 INSPECTOR = "engines/vllm/inspector"  # the program run by the server's python (inject.program)
 
@@ -97,61 +99,100 @@ def inspect(host, python: str, feature: Feature, env: dict[str, str], *, vllm_pa
     return facts_of(res, python)
 
 
+class Preflighting(msgspec.Struct):
+    """One vLLM preflight in the making: the inspector's facts, the user's input, the result document
+    (`out`) and the findings each step of STEPS adds. A step that settles the verdict sets `verdict`."""
+
+    facts: dict[str, Any]
+    feature: Feature
+    spec: Optional[dict]  # --speculative-config
+    env: dict[str, str]
+    parallel: Optional[dict]
+    k: VllmKnowledge
+    out: dict[str, Any]
+    version: Optional[str] = None
+    verdict: Optional[str] = None
+    findings: list[Finding] = msgspec.field(default_factory=list)
+    pkg_hits: list[dict] = msgspec.field(default_factory=list)  # the marker in vllm's own files
+    plugin_hits: list[dict] = msgspec.field(default_factory=list)  # ... in the plugin's code
+    custom: Optional[dict] = None  # the custom proposer class, as the inspector found it
+    choice: Any = None  # the runner (knowledge.RunnerChoice)
+
+
 def judge(facts: dict[str, Any], feature: Feature, spec: Optional[dict], env: dict[str, str],
           parallel: Optional[dict] = None, *, k: Optional[VllmKnowledge] = None) -> dict[str, Any]:
-    k = k or knowledge()
-    findings: list[Finding] = []
     vl = facts.get("vllm") or {}
-    version = vl.get("version")
-    out: dict[str, Any] = {"engine": "vllm", "vllm": vl, "vllm_version": version, "runner": None, "proposer": None,
-                           "patched": [], "patch_on_path": None, "knobs": []}
-    if not facts.get("ok", False):
-        findings.append(Finding("DS608", facts.get("error") or "the inspector could not run"))
-        return _result("unknown", out, findings)
-    if not vl.get("found"):
-        findings.append(Finding("DS608", f"{(facts.get('python') or {}).get('executable', 'this python')}: {vl.get('reason')}."))
-        return _result(_decided(findings, "unknown"), out, findings)
-    hits = (facts.get("marker") or {}).get("hits") or []
+    out: dict[str, Any] = {"engine": "vllm", "vllm": vl, "vllm_version": vl.get("version"), "runner": None,
+                           "proposer": None, "patched": [], "patch_on_path": None, "knobs": []}
+    p = Preflighting(facts, feature, spec, env, parallel, k or knowledge(), out, vl.get("version"))
+    if not judged(p, STEPS):
+        p.verdict = _decided(p.findings, "reachable" if out["patch_on_path"] else "unknown")
+    return _result(p.verdict, out, p.findings)
+
+
+def step_found(p: Preflighting) -> None:
+    """The inspector ran and the server's python has vllm (DS608)."""
+    vl = p.out["vllm"]
+    if not p.facts.get("ok", False):
+        p.findings.append(Finding("DS608", p.facts.get("error") or "the inspector could not run"))
+        p.verdict = "unknown"
+    elif not vl.get("found"):
+        p.findings.append(Finding("DS608", f"{(p.facts.get('python') or {}).get('executable', 'this python')}: {vl.get('reason')}."))
+        p.verdict = _decided(p.findings, "unknown")
+
+
+def step_patch(p: Preflighting) -> None:
+    """Where the patch is: the marker in vllm's files, in the plugin's code, in a custom proposer (DS609)."""
+    facts, feature, out = p.facts, p.feature, p.out
+    p.pkg_hits = (facts.get("marker") or {}).get("hits") or []
     out["patched"] = [{"file": h.get("file"), "line": h.get("line"), "class": h.get("class"), "function": h.get("function")}
-                      for h in hits]
-    custom = facts.get("custom_class")
-    plugin_hits = plugin_findings(facts, feature, findings, out, k) if feature.plugin is not None else []
-    if custom is not None:
-        custom_findings(custom, version, findings, out)
-    pkg_hits, hits = hits, hits + plugin_hits + ((custom or {}).get("marker_hits") or [])
+                      for h in p.pkg_hits]
+    p.custom = facts.get("custom_class")
+    p.plugin_hits = plugin_findings(facts, feature, p.findings, out, p.k) if feature.plugin is not None else []
+    if p.custom is not None:
+        custom_findings(p.custom, p.version, p.findings, out)
+    hits = p.pkg_hits + p.plugin_hits + ((p.custom or {}).get("marker_hits") or [])
     plugin_loaded = ((out.get("plugin") or {}).get("loaded") or {}).get("attr_found")
     if not hits and (feature.plugin is None or plugin_loaded):  # (a plugin never loaded has its own finding)
-        where = vl.get("package_dir")
-        if feature.plugin is not None:
-            where = "the plugin's module"
-        findings.append(Finding("DS609", f"no {feature.marker.literal!r} in {where} ({(facts.get('marker') or {}).get('files_scanned')} files of vllm)."))
-    if not k.known(version):
-        findings.append(Finding("DS606", f"vllm {version} is not in configs/vllm/releases.toml ({k.releases[0]} – {k.releases[-1]})."))
-        return _result(_decided(findings, "unknown"), out, findings)
-    if spec is None:
-        findings.append(Finding("DS602", "no --speculative-config: vLLM will run no proposer."))
-        return _result(_decided(findings, "unknown"), out, findings)
-    prov = acceptance.of("vllm", ["--speculative-config", json.dumps(spec)])
-    if prov["provenance"] != "real":
-        findings.append(Finding("DS114", f"acceptance will be {prov['provenance']}: {acceptance.describe(prov)}."))
+        where = out["vllm"].get("package_dir") if feature.plugin is None else "the plugin's module"
+        p.findings.append(Finding("DS609", f"no {feature.marker.literal!r} in {where} ({(facts.get('marker') or {}).get('files_scanned')} files of vllm)."))
+
+
+def step_release(p: Preflighting) -> None:
+    """A release the tables know (DS606), a proposer configured (DS602), acceptance earned (DS114)."""
+    k = p.k
+    if not k.known(p.version):
+        p.findings.append(Finding("DS606", f"vllm {p.version} is not in configs/vllm/releases.toml ({k.releases[0]} – {k.releases[-1]})."))
+        p.verdict = _decided(p.findings, "unknown")
+    elif p.spec is None:
+        p.findings.append(Finding("DS602", "no --speculative-config: vLLM will run no proposer."))
+        p.verdict = _decided(p.findings, "unknown")
+    else:
+        prov = acceptance.of("vllm", ["--speculative-config", json.dumps(p.spec)])
+        if prov["provenance"] != "real":
+            p.findings.append(Finding("DS114", f"acceptance will be {prov['provenance']}: {acceptance.describe(prov)}."))
+
+
+def step_runner(p: Preflighting) -> None:
+    """The model runner the release picks for this config and environment (Triton missing: V1, DS607);
+    vLLM's own resolution when the dynamic route ran (its failure: DS304)."""
+    from dynspec_cli.engines.vllm.knowledge import RunnerChoice
+
+    k, version, facts, out = p.k, p.version, p.facts, p.out
     # the server's environment: the user's overrides over what the inspector saw
     eff_env = {kk: v for kk, v in (facts.get("env") or {}).items() if v is not None}
-    eff_env.update({kk: v for kk, v in env.items() if v is not None})
-    choice = k.runner(version, spec, eff_env)
+    eff_env.update({kk: v for kk, v in p.env.items() if v is not None})
+    choice = k.runner(version, p.spec, eff_env)
     rng = k.runner_range(version)
     dyn = facts.get("dynamic")
     triton = (facts.get("triton") or {}).get("found")
     if choice.runner == "v2" and rng is not None and rng.selection == "auto" and V2_ENV not in eff_env and triton is False:
-        from dynspec_cli.engines.vllm.knowledge import RunnerChoice
-
         w = "v2-needs-triton-lower" if rng.fallback_warning == "v2-unsupported-lower" else "v2-needs-triton"
         choice = RunnerChoice("v1", f"triton is not importable by this python: vllm {version} falls back to V1", warning=w)
-        findings.append(Finding("DS607", choice.reason))
+        p.findings.append(Finding("DS607", choice.reason))
     if dyn:
         out["dynamic"] = dyn
         if dyn.get("ok") and isinstance(dyn.get("use_v2_model_runner"), bool):
-            from dynspec_cli.engines.vllm.knowledge import RunnerChoice
-
             static = choice.runner
             r2 = "v2" if dyn["use_v2_model_runner"] else "v1"
             unsup = tuple(dyn.get("unsupported_v2") or ())
@@ -162,11 +203,17 @@ def judge(facts: dict[str, Any], feature: Feature, spec: Optional[dict], env: di
             out["dynamic"]["static_agrees"] = static == r2
         elif not dyn.get("ok"):
             err = dyn.get("error") or {}
-            findings.append(Finding("DS304", f"the dynamic route failed ({err.get('type')}: {str(err.get('message'))[:200]}); the static route decides."))
+            p.findings.append(Finding("DS304", f"the dynamic route failed ({err.get('type')}: {str(err.get('message'))[:200]}); the static route decides."))
     out["runner"] = {"runner": choice.runner, "reason": choice.reason, "certain": choice.certain,
                      "log_line": k.line_by_id[choice.warning].text if choice.warning else None,
                      "unsupported": list(choice.unsupported)}
-    method = spec.get("method")
+    p.choice = choice
+
+
+def step_proposer(p: Preflighting) -> None:
+    """The proposer class that runner builds for the method, and whether the patch is on its MRO (DS601)."""
+    k, version, choice, out, custom = p.k, p.version, p.choice, p.out, p.custom
+    method = p.spec.get("method")
     prop = k.proposer(version, choice.runner, method) if choice.runner and custom is None else None
     if custom is not None:
         out["proposer"] = {"class": custom.get("cls"), "module": custom.get("module_file"), "file": custom.get("module_file"),
@@ -174,37 +221,49 @@ def judge(facts: dict[str, Any], feature: Feature, spec: Optional[dict], env: di
                            "custom_class": custom.get("path")}
         out["patch_on_path"] = bool(custom.get("marker_hits")) and not custom.get("missing")
     elif prop is not None:
-        entry = (facts.get("classes") or {}).get(f"{prop.module}:{prop.cls}") or {}
+        entry = (p.facts.get("classes") or {}).get(f"{prop.module}:{prop.cls}") or {}
         out["proposer"] = {"class": prop.cls, "module": prop.module, "file": entry.get("file"), "line": entry.get("line"),
                            "mro": [m["class"] for m in entry.get("mro") or []]}
-        on_path = [h for h in pkg_hits if any(h.get("file") == m["module"] and h.get("class") == m["class"]
-                                             for m in (entry.get("mro") or [{"module": prop.module, "class": prop.cls}]))]
+        on_path = [h for h in p.pkg_hits if any(h.get("file") == m["module"] and h.get("class") == m["class"]
+                                               for m in (entry.get("mro") or [{"module": prop.module, "class": prop.cls}]))]
         out["patch_on_path"] = bool(on_path)
-        if pkg_hits and not on_path:
-            other = k.proposer(version, "v2" if choice.runner == "v1" else "v1", method)
-            where = ", ".join(f"{h['file']}:{h['line']} ({h.get('class') or 'module level'})" for h in pkg_hits)
-            fix = None
-            if choice.unsupported:
-                fix = (f"V2 does not support {', '.join(choice.unsupported)} on vllm {version}: drop it to run V2, or port "
-                       f"the patch to {prop.cls} ({prop.module}).")
-            elif other is not None and any(h.get("file") == other.module for h in pkg_hits):
-                v2 = k.runner_of_module(other.module) == "v2"
-                fix = (f"Set {V2_ENV}={'1' if v2 else '0'} to run the "
-                       f"{'V2' if v2 else 'V1'} runner, or port the patch to {prop.cls} ({prop.module}).")
-            findings.append(Finding("DS601", f"vllm {version} will run the {choice.runner.upper()} model runner and {prop.cls} "
-                                             f"({prop.module}); the patch is in {where}: dead code. {choice.reason}.", fix=fix))
+        if p.pkg_hits and not on_path:
+            p.findings.append(_dead_runner(p, prop, method))
     elif choice.runner:
-        findings.append(Finding("DS304", f"no table row for method {method!r} on the {choice.runner.upper()} runner of vllm {version}."))
-    if feature.plugin is not None:
-        out["patch_on_path"] = plugin_on_path(facts, out, findings, version, choice.runner) and bool(plugin_hits)
-    # knobs
-    for issue in k.knob_issues(version, spec, parallel):
-        out["knobs"].append({"key": issue.key, "status": issue.status, "note": issue.note})
+        p.findings.append(Finding("DS304", f"no table row for method {method!r} on the {choice.runner.upper()} runner of vllm {version}."))
+    if p.feature.plugin is not None:
+        out["patch_on_path"] = plugin_on_path(p.facts, out, p.findings, version, choice.runner) and bool(p.plugin_hits)
+
+
+def _dead_runner(p: Preflighting, prop, method) -> Finding:
+    """DS601: the patch is not in the class the chosen runner builds; the fix: the setting that runs
+    the patched runner, or the class to port the patch to."""
+    k, version, choice = p.k, p.version, p.choice
+    other = k.proposer(version, "v2" if choice.runner == "v1" else "v1", method)
+    where = ", ".join(f"{h['file']}:{h['line']} ({h.get('class') or 'module level'})" for h in p.pkg_hits)
+    fix = None
+    if choice.unsupported:
+        fix = (f"V2 does not support {', '.join(choice.unsupported)} on vllm {version}: drop it to run V2, or port "
+               f"the patch to {prop.cls} ({prop.module}).")
+    elif other is not None and any(h.get("file") == other.module for h in p.pkg_hits):
+        v2 = k.runner_of_module(other.module) == "v2"
+        fix = (f"Set {V2_ENV}={'1' if v2 else '0'} to run the "
+               f"{'V2' if v2 else 'V1'} runner, or port the patch to {prop.cls} ({prop.module}).")
+    return Finding("DS601", f"vllm {version} will run the {choice.runner.upper()} model runner and {prop.cls} "
+                            f"({prop.module}); the patch is in {where}: dead code. {choice.reason}.", fix=fix)
+
+
+def step_knobs(p: Preflighting) -> None:
+    """speculative_config keys this release ignores or rejects (DS603), or notes on them (DS604)."""
+    for issue in p.k.knob_issues(p.version, p.spec, p.parallel):
+        p.out["knobs"].append({"key": issue.key, "status": issue.status, "note": issue.note})
         if issue.status in ("dead", "rejected"):
-            findings.append(Finding("DS603", f"speculative_config.{issue.key} on vllm {version}: {issue.status}. {issue.note}"))
+            p.findings.append(Finding("DS603", f"speculative_config.{issue.key} on vllm {p.version}: {issue.status}. {issue.note}"))
         else:
-            findings.append(Finding("DS604", f"speculative_config.{issue.key}: {issue.note}"))
-    return _result(_decided(findings, "reachable" if out["patch_on_path"] else "unknown"), out, findings)
+            p.findings.append(Finding("DS604", f"speculative_config.{issue.key}: {issue.note}"))
+
+
+STEPS = (step_found, step_patch, step_release, step_runner, step_proposer, step_knobs)
 
 
 def plugin_findings(facts: dict[str, Any], feature: Feature, findings: list[Finding], out: dict[str, Any],

@@ -1,10 +1,12 @@
 """dynspec preflight inspector: what the sglang on THIS interpreter will run, read without running it.
 
 Runs inside someone else's interpreter (the one that will start the sglang server, possibly on a
-remote GPU host), so: stdlib only, Python 3.8+, nothing from dynspec. One module per concern
-(locate, marker, diff, bytecode, modules, flags, values, envvars, mro, dynamic; main drives them);
-dynspec ships the folder as ONE program (dynspec_cli.inject.program: the modules bundled, imported
-from memory) on stdin behind a constant ``python -c`` bootstrap. ``python -m
+remote GPU host), so: stdlib only, Python 3.8+, nothing from dynspec but the inspectors' shared
+module (dynspec_cli/inject/inspector_common.py: the marker scan, module resolution, static MRO,
+dotted targets, the diff parser). One module per concern (locate, diff, bytecode, flags, values,
+envvars, dynamic, plugins, draft; main drives them); dynspec ships the folder as ONE program
+(dynspec_cli.inject.program: the modules and the shared one bundled, imported from memory) on
+stdin behind a constant ``python -c`` bootstrap. ``python -m
 dynspec_cli.engines.sglang.inspector < input.json`` runs the folder in place.
 Prints exactly one JSON document on stdout, also when it fails (then ``"ok": false`` with ``error``
 and ``exception_traceback``). Exit status 0 when ``ok``, 1 otherwise; callers parse stdout either way.

@@ -6,7 +6,6 @@ import sys
 def resolve(flags):
     """EngineArgs from vLLM's CLI parser, then create_engine_config(). On a host without a GPU vLLM
     needs VLLM_TARGET_DEVICE=cpu to pick a platform. Everything it prints goes to stderr."""
-    import io
     import logging
     import time
 
