@@ -62,7 +62,7 @@ def grade(label, value) -> str:
 def judge(log: Path) -> dict:
     feature = load_feature(None)
     engine = engines.resolve("auto", str(log), feature)
-    return judge_file(str(log), feature, engine=engine).to_json() | {"_engine": engine}
+    return judge_file(str(log), feature, engine=engines.get(engine)).to_json() | {"_engine": engine}
 
 
 def cases(only: str | None):

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from probe_overhead import HOT_MODULE, PYTHONS, RUNNER, _env, _version  # noqa: E402
 
-from dynspec_cli.run.probe import PROBE_DIR, probe_env  # noqa: E402
+from dynspec_cli.engines.sglang.probe_setup import PROBE_DIR, probe_env  # noqa: E402
 
 
 def measure(python: str, work: Path, calls: int, rounds: int, count_limit: int) -> dict:

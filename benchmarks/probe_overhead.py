@@ -1,4 +1,4 @@
-"""Cost of the in-server probe (dynspec_cli/inject/probe), each number next to its baseline from the same run.
+"""Cost of the in-server probe (dynspec_cli/engines/sglang/probe), each number next to its baseline from the same run.
 
   python3 benchmarks/probe_overhead.py [--calls 10000000] [--rounds 40] [--starts 40] [--python PATH ...]
 
@@ -34,7 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from dynspec_cli.run.probe import PROBE_DIR, probe_env  # noqa: E402
+from dynspec_cli.engines.sglang.probe_setup import PROBE_DIR, probe_env  # noqa: E402
 
 PYTHONS = ["/root/.pyenv/versions/3.10.13/bin/python3.10", "/root/.pyenv/versions/3.11.7/bin/python3.11",
            "/root/.pyenv/versions/3.12.1/bin/python3.12", "/root/.pyenv/versions/3.13.0/bin/python3.13"]

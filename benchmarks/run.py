@@ -31,7 +31,7 @@ SEED = ("[2026-02-27 19:49:17] WARNING server_args.py:2386: Overlap scheduler is
 
 
 def make_big(path: Path, size: int) -> None:
-    from dynspec_cli.knowledge.sglang import knowledge
+    from dynspec_cli.engines.sglang.knowledge import knowledge
     live = (ROOT / "configs" / "demo" / "seed-live.log").read_text()
     dead = (ROOT / "configs" / "demo" / "seed-dead.log").read_text()
     dec = ("[2026-02-27 20:59:17 TP0] Decode batch, #running-req: 37, #token: 81234, token usage: 0.12, accept len: 2.81, "
@@ -47,9 +47,9 @@ def make_big(path: Path, size: int) -> None:
 
 
 def literals() -> list[str]:
-    from dynspec_cli.evidence.rules import Classifier
+    from dynspec_cli.engines.sglang.rules import Classifier
     from dynspec_cli.knowledge.features import load_feature
-    from dynspec_cli.knowledge.sglang import knowledge
+    from dynspec_cli.engines.sglang.knowledge import knowledge
     return Classifier(knowledge(), load_feature(None)).literals
 
 

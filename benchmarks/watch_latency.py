@@ -27,11 +27,12 @@ FILLER = "[2026-02-27 19:49:16] Attention backend not specified. Use triton back
 
 
 def dynspec_latency(host, path: Path) -> float:
+    from dynspec_cli import engines
     from dynspec_cli.knowledge.features import load_feature
     from dynspec_cli.verdict.pipeline import Pipeline, judge_stream
 
     path.write_text(FILLER)
-    feeder = Pipeline(load_feature(None))
+    feeder = Pipeline(load_feature(None), engine=engines.get(engines.DEFAULT))
     events = host.follow(str(path), 0)
     ready = threading.Event()
     t_written = [0.0]
@@ -73,11 +74,12 @@ def reaction_time(cmd: list[str], path: Path, line: str = SEED, *, start: str = 
 
 def idle_cpu(host, path: Path, seconds: float) -> float:
     """CPU seconds (this process + the follower it starts) per minute of watching an idle log."""
+    from dynspec_cli import engines
     from dynspec_cli.knowledge.features import load_feature
     from dynspec_cli.verdict.pipeline import Pipeline, judge_stream
 
     path.write_text(FILLER)
-    feeder = Pipeline(load_feature(None))
+    feeder = Pipeline(load_feature(None), engine=engines.get(engines.DEFAULT))
     r0, c0 = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     events = host.follow(str(path), 0)
     judge_stream(events, feeder, timeout=seconds)

@@ -1,8 +1,9 @@
 """Where the data dynspec ships is found, however dynspec was installed, and the one TOML reader.
 
 dynspec ships two kinds of data: its tables (`configs/`: releases, dispatch, log lines, findings,
-features, demo logs) and the programs it runs in other interpreters (`dynspec_cli/inject/`). Their
-place differs by install:
+features, demo logs) and the programs it runs in other interpreters (`dynspec_cli/inject/`, and each
+engine's inspector in its folder, `dynspec_cli/engines/<name>/inspector/`). Their place differs by
+install:
 - a source tree or an editable install: `configs/` beside the package, at the repository root;
 - a wheel (pip, pipx, the GPU recipe's wheelhouse): `dynspec_cli/configs/` inside the package
   (pyproject.toml's force-include puts it there);
@@ -83,17 +84,18 @@ def configs() -> Path:
     """dynspec's tables: `configs/` inside the installed package, else beside it (source tree)."""
     pkg = package_dir()
     for candidate in (pkg / "configs", pkg.parent / "configs"):
-        if (candidate / "sglang").is_dir():
+        if (candidate / "findings.toml").is_file():  # (the registry every install has)
             return candidate
     raise FileNotFoundError(f"dynspec's tables (configs/) are missing: looked in {pkg / 'configs'} and "
                             f"{pkg.parent / 'configs'}; reinstall dynspec")
 
 
 def inject(name: str = "") -> Path:
-    """A file or folder of dynspec_cli/inject: the programs run in the server's interpreter."""
-    path = package_dir() / "inject" / name if name else package_dir() / "inject"
+    """A program run in the server's interpreter: a file or folder of dynspec_cli/inject (`name`), or
+    one an engine ships in its folder (a path inside the package, e.g. "engines/sglang/inspector")."""
+    path = package_dir() / name if "/" in name else package_dir() / "inject" / name
     if not path.exists():
-        raise FileNotFoundError(f"dynspec_cli/inject has no {name}; reinstall dynspec")
+        raise FileNotFoundError(f"dynspec_cli/{name if '/' in name else 'inject/' + name} is missing; reinstall dynspec")
     return path
 
 

@@ -17,10 +17,12 @@ from dynspec_cli.cli.options import (
 )
 from dynspec_cli.cli.options import errors as _errors
 from dynspec_cli.cli.options import out as _out
+from dynspec_cli.engines import names as _engine_names
 
 # Each command's own exit codes (what it returns, nothing more), in its --help.
 EXIT_CODES = ("Exit codes: 0 live · 1 dead (the patched code cannot or did not run) · 2 bad input · 3 inconclusive · "
               "4 crashed · 5 ineffective (the patched code runs, accept len ~1.00 wherever speculation should be on).")
+_ENGINES = " | ".join(_engine_names())  # (the registry's: a new engine is listed without an edit here)
 LAUNCH_EXIT = ("Exit codes: 0 live and ready (with --no-watch: started) · 1 dead (or preflight refused to start it) · "
                "2 bad input or unreachable host · 3 inconclusive or timed out · 4 crashed · 5 ineffective (live and ready, "
                "but accept len ~1.00 wherever speculation should be on) · 130 interrupted.")
@@ -72,7 +74,7 @@ def verify(
     patched_class: Optional[List[str]] = typer.Option(None, "--patched-class", help="Class holding the patch (repeatable); default: the feature's typical location."),
     patch: Optional[str] = typer.Option(None, "--patch", help="The unified diff applied: the classes its behaviour hunks change are the patched classes checked (default: the feature's `patch`)."),
     sglang_version: Optional[str] = typer.Option(None, "--sglang-version", help="The sglang release that wrote the log (default: inferred from the log, reported as a range)."),
-    engine: Optional[str] = typer.Option(None, "--engine", help="sglang | vllm | auto (default: recognised from the log's first lines, else the feature's engine)."),
+    engine: Optional[str] = typer.Option(None, "--engine", help=f"{_ENGINES} | auto (default: recognised from the log's first lines, else the feature's engine)."),
     engine_version: Optional[str] = typer.Option(None, "--engine-version", help="The engine release that wrote the log (vLLM: default from its engine config line)."),
 ) -> None:
     """The verdict on whether the patched feature is live, from a server log."""
@@ -131,7 +133,7 @@ def preflight(
     ssh_config: SshConfig = None,
     known_hosts: KnownHosts = None,
     accept_new_host_key: AcceptNewHostKey = False,
-    engine: Optional[str] = typer.Option(None, "--engine", help="sglang | vllm (default: the feature's engine); with vllm the flags after `--` are `vllm serve` flags."),
+    engine: Optional[str] = typer.Option(None, "--engine", help=f"{_ENGINES} (default: the feature's engine); the flags after `--` are that engine's server flags (`vllm serve` flags for vllm)."),
 ) -> None:
     """Before launch: which worker class will run, and whether the patched code is on its path.
     Seconds, no GPU: reads the installed sglang with the server's own python."""

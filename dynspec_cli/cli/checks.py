@@ -6,23 +6,19 @@ from typing import Optional
 from dynspec_cli.cli.errors import UsageError
 
 
-def sglang_version(value: Optional[str], what: str = "--sglang-version") -> Optional[str]:
-    """A release the tables know, as given. An unparseable or unknown version would silently turn
-    every version-keyed rule off (a dead log read as inconclusive), so it is refused."""
+def release(key: str, value: Optional[str], what: str) -> Optional[str]:
+    """A release pinned by the user (an option or a profile field named after an engine's release,
+    `key`: engines/protocol.py version_key), as the engine that owns the key checks it. An unknown
+    version would silently turn every version-keyed rule off, so the engine refuses it."""
     if value is None:
         return None
-    from packaging.version import InvalidVersion, Version
+    from dynspec_cli import engines
 
-    from dynspec_cli.knowledge.sglang import knowledge
-
+    engine = engines.by_version_key(key)
     try:
-        Version(value)
-    except InvalidVersion:
-        raise UsageError(f"{what} {value!r}: not a version (like 0.5.9)") from None
-    k = knowledge()
-    if not k.known(value):
-        raise UsageError(f"{what} {value}: not an sglang release dynspec knows ({k.releases[0]} – {k.releases[-1]})")
-    return value
+        return engine.check_version(value, what) if engine is not None else value
+    except ValueError as e:
+        raise UsageError(str(e)) from None
 
 
 def python_path(value: str, what: str = "--python") -> str:

@@ -46,6 +46,7 @@ def _writer(path: Path, lines: list[str], speed: float, stop: threading.Event, w
 
 
 def run_demo(speed: float = 50.0, json_out: bool = False) -> int:
+    from dynspec_cli import engines
     from dynspec_cli.report.console import console, render_verdict
     from dynspec_cli.report.jsonout import emit
     from dynspec_cli.verdict.pipeline import judge_growing
@@ -65,7 +66,7 @@ def run_demo(speed: float = 50.0, json_out: bool = False) -> int:
             t0 = time.monotonic()
             w = threading.Thread(target=_writer, args=(log, lines, speed, stop, written), daemon=True)
             w.start()
-            v = judge_growing(str(log), feature, None, None, timeout=120)
+            v = judge_growing(str(log), feature, None, None, timeout=120, engine=engines.of(feature))
             took = time.monotonic() - t0
             stop.set()
             w.join()

@@ -17,12 +17,13 @@ def report(msg: str) -> int:
 
 def known_errors() -> tuple:
     """The failures that mean bad input or an unusable target, not a bug in dynspec."""
+    from dynspec_cli.engines import EngineError  # (a feature file or profile naming no registered engine)
     from dynspec_cli.evidence.scan import LogError
     from dynspec_cli.knowledge.tables import ConfigError
     from dynspec_cli.prove.plan import PlanError
     from dynspec_cli.run.control import RunError
+    from dynspec_cli.run.patchfile import DiffError
     from dynspec_cli.transport import TransportError
-    from dynspec_cli.verdict.preflight import InterpreterError, PatchError
-    from dynspec_cli.verdict.vllm_preflight import SpecConfigError
+    from dynspec_cli.verdict.preflight import InputError  # (every engine's preflight raises its bad input so)
 
-    return ConfigError, LogError, UsageError, RunError, TransportError, PlanError, InterpreterError, PatchError, SpecConfigError
+    return ConfigError, LogError, UsageError, RunError, TransportError, PlanError, InputError, DiffError, EngineError

@@ -47,6 +47,7 @@ def guard(
     are watched; per window, whether speculation was live, effective and as the feature promises.
     `dynspec guard myrun -- python -m sglang.bench_serving --port 30000 ...`"""
     from dynspec_cli import place
+    from dynspec_cli import engines
     from dynspec_cli.cli import runs
     from dynspec_cli.cli.errors import UsageError
     from dynspec_cli.cli.prove_cmds import _api_key, _bad_input, load_receipt
@@ -84,7 +85,7 @@ def guard(
         th = (doc.get("prove") or {}).get("threshold")
         threshold = int(th) if th is not None else None
         target.api_key, target.api_key_source = _api_key(api_key_env, target)
-        ranks = _ranks(target.record.argv if target.record else [], feature.engine)
+        ranks = _ranks(target.record.argv if target.record else [], engines.of(feature).serving)
         err.print(f"dynspec guard: gate ok — {summary}")
         err.print(f"dynspec guard: watching {target.label}: windows of {window:g} s, threshold {'none' if threshold is None else threshold}, "
                   f"{len(ranks)} DP rank(s); the report follows the benchmark's output")
@@ -125,13 +126,12 @@ def _target(host, doc):
     return p.prove_target(rec)
 
 
-def _ranks(argv: list[str], engine: str = "sglang") -> list[str]:
-    """The streams to expect: one per DP rank (sglang tags their lines DP0, DP1, ...; vLLM names
-    each engine, `Engine 001:`, and labels its /metrics engine="1")."""
+def _ranks(argv: list[str], serving) -> list[str]:
+    """The streams to expect: one per DP rank, named as the engine's Serving.rank_label says (sglang
+    tags their lines DP0, DP1, ...; vLLM names each engine, `Engine 001:`, and labels its /metrics
+    engine="1")."""
     from dynspec_cli.prove.plan import threshold_from_argv
-    from dynspec_cli.engines import SERVING
 
-    serving = SERVING[engine]
     dp = 1
     for flag in serving.dp_flags:
         dp = threshold_from_argv(argv, flag) or dp

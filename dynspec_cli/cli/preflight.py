@@ -43,35 +43,37 @@ def run_preflight(profile: Optional[str] = None, extra: Sequence[str] = (), *, h
             classes = patched or prof.patched_class or None
         else:
             target_spec, py, feat, classes = host or "local", python or "python3", load_feature(feature), patched
-            module = "sglang.launch_server"
+            module = None  # the engine's server module
             env_map = dict(item.split("=", 1) for item in env)
             flags = extra
         checks.python_path(py)
-        name = engine if engine not in (None, "auto") else (prof.engine if prof else None) or feat.engine
-        if name not in engines.SERVER_ENGINES:  # flags are the engine's server flags (`vllm serve` flags for vllm)
-            raise UsageError(f"--engine {engine!r}: choose one of {', '.join(engines.SERVER_ENGINES)}")
+        engines.of(feat)  # what in the feature only its engine checks (a [plugin] section)
+        name = engine if engine not in (None, engines.AUTO) else (prof.engine if prof else None) or engines.name_of(feat)
+        if name not in engines.names():  # flags are the engine's server flags (`vllm serve` flags for vllm)
+            raise UsageError(f"--engine {engine!r}: choose one of {', '.join(engines.names())}")
         eng = engines.get(name)
+        module = module or eng.serving.module
         if profile is not None:
-            checks.sglang_version(prof.sglang_version, f"{prof.source}: sglang_version")
+            checks.release("sglang_version", prof.sglang_version, f"{prof.source}: sglang_version")
         if patch is None and prof is not None and prof.patch:  # the profile's `patch` (resolved against its folder)
             patch = prof.patch
         if patch is None:  # the feature file's `patch = "F.diff"`
             from dynspec_cli.knowledge.features import patch_file
 
             patch = patch_file(feat)
-        diff = patchfile.read_text(patch) if patch is not None else None
+        diff = patchfile.read_diff(patch) if patch is not None else None
         if dynamic and not json_out and sys.stderr.isatty():
-            sys.stderr.write(f"dynspec: --dynamic: importing sglang with {py} on {target_spec} "
-                             "(sglang's own argument resolution; seconds) ...\n")
+            sys.stderr.write(f"dynspec: --dynamic: importing {eng.package} with {py} on {target_spec} "
+                             f"({eng.title}'s own argument resolution; seconds) ...\n")
         with runs.open_target(target_spec, ssh_config, known_hosts, accept_new_host_key, py, profile=prof) as target:
             result = eng.preflight(target, py, feat, flags, env_map, classes, patch_diff=diff, dynamic=dynamic)
-        if result["patched"] and engines.SERVING[name].probe:
+        if result["patched"] and eng.probe is not None:
             from dynspec_cli.cli import sshsettings
 
             # the ssh_config the host was reached with (option, environment or profile), so the
             # printed copy command reaches the same host
             cfg = sshsettings.resolve(ssh_config, known_hosts, prof)[0].value
-            result.update(_start_command(feat, result, classes, [py, "-m", module, *flags], env_map, target_spec,
+            result.update(_start_command(eng.probe, feat, result, classes, [py, "-m", module, *flags], env_map, target_spec,
                                          cfg))
     except known_errors() as e:
         return report(str(e))
@@ -84,8 +86,8 @@ def _render(result: dict, eng, json_out: bool) -> None:
         from dynspec_cli.report.jsonout import emit
 
         emit(result)
-    elif eng.preflight_text is not None:  # an engine whose preflight report is plain text (vLLM)
-        print(eng.preflight_text(result))
+    elif (text := eng.preflight_text(result)) is not None:
+        print(text)
     else:
         from dynspec_cli.report.console import render_preflight
 
@@ -105,19 +107,18 @@ def _check_script(kind: str, path: str, json_out: bool) -> int:
         return report(str(e))
 
 
-def _start_command(feat, result, classes, argv, env, target_spec, ssh_config) -> dict:
-    """For servers started by hand: the exact judged server, with the probe, on the host named."""
+def _start_command(probe_setup, feat, result, classes, argv, env, target_spec, ssh_config) -> dict:
+    """For servers started by hand: the exact judged server, with the probe (the engine's
+    `probe`, engines/protocol.py ProbeSetup), on the host named."""
     import re
 
-    from dynspec_cli import inject
-    from dynspec_cli.run import probe as probe_setup
     from dynspec_cli.run.manual import start_command
 
     remote, port = None if target_spec in ("", "local") else target_spec, None
     if remote and (m := re.fullmatch(r"(.+):(\d+)", remote)):  # user@host:port
         remote, port = m.group(1), m.group(2)
     cmd = start_command(argv, env, probe_setup.probe_config(probe_setup.probe_targets(feat, result, classes)),
-                        local_probe_dir=str(inject.script("probe")), remote=remote, port=port, ssh_config=ssh_config,
+                        local_probe_dir=str(probe_setup.PROBE_DIR), remote=remote, port=port, ssh_config=ssh_config,
                         probe_files=probe_setup.probe_files() if remote else None)
     return {"probe_command": cmd.line, "probe_command_needs": cmd.needs, "probe_dir": cmd.probe_dir,
             "probe_copy": cmd.copy}

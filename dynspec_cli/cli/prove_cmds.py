@@ -126,9 +126,10 @@ def _prove(target, feat, out, json_out, threshold, steps, duration, max_requests
     from dynspec_cli.report.jsonout import emit
 
     if target.record is None and target.log:
+        from dynspec_cli import engines
         from dynspec_cli.verdict.pipeline import judge_file
 
-        verdict, probe = judge_file(target.log, feat, None, None).to_json(), None
+        verdict, probe = judge_file(target.log, feat, None, None, engine=engines.of(feat)).to_json(), None
     else:
         verdict, probe = session.fresh_verdict(target, feat)
     gone = session.gone(target)

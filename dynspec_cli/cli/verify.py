@@ -22,21 +22,18 @@ def run_verify(log: str, *, json_out: bool = False, follow: bool = False, timeou
 
     patched = list(patched_class) if patched_class else None
     try:
+        from dynspec_cli import engines
+
         feat = load_feature(feature)
+        engines.of(feat)  # what in the feature only its engine checks (a [plugin] section): exit 2 now
         if patch is None:
             from dynspec_cli.knowledge.features import patch_file
 
             patch = patch_file(feat)
-        if patch is not None:  # the diff's behaviour hunks name the patched classes
-            from dynspec_cli.run import patchfile
-            from dynspec_cli.verdict.diffclasses import patched_classes
-
-            classes = patched_classes(patchfile.read(patch)[1], feat.marker.literal)
-            patched = list(dict.fromkeys((patched or []) + classes)) or patched
-        sglang_version = checks.sglang_version(sglang_version)
+        # a release pinned with the engine's own option (--sglang-version) is checked by that engine
+        sglang_version = checks.release("sglang_version", sglang_version, "--sglang-version")
         if timeout is not None and timeout <= 0:
             raise UsageError("--timeout must be a positive number of seconds")
-        from dynspec_cli import engines
         from dynspec_cli.verdict import pipeline
 
         from dynspec_cli.evidence.scan import open_stream
@@ -51,13 +48,20 @@ def run_verify(log: str, *, json_out: bool = False, follow: bool = False, timeou
             name = engines.resolve(engine, log, feat, head=head)
         except engines.EngineError as e:
             raise UsageError(f"--engine: {e}") from None
-        version = engine_version if name != "sglang" else sglang_version
+        eng = engines.get(name)
+        if patch is not None:  # the diff's behaviour hunks name the patched classes (as the engine reads them)
+            from dynspec_cli.run import patchfile
+
+            classes = eng.patched_classes(patchfile.read(patch)[1], feat.marker.literal)
+            patched = list(dict.fromkeys((patched or []) + classes)) or patched
+        pins = {"sglang_version": sglang_version}  # the engines' own options, by the key of their release
+        version = pins.get(eng.version_key) if eng.version_key else engine_version
         gc.freeze()
         gc.enable()
         if source is not None:
             judge = pipeline.judge_growing if follow else pipeline.judge_file
             kw = {"timeout": timeout} if follow else {}
-            v = judge(log, feat, patched, version, engine=name, source=source, **kw)
+            v = judge(log, feat, patched, version, engine=eng, source=source, **kw)
         elif follow:
             import os
 
@@ -65,9 +69,9 @@ def run_verify(log: str, *, json_out: bool = False, follow: bool = False, timeou
                 import sys
 
                 sys.stderr.write(f"dynspec: {log} does not exist yet; waiting for it to appear\n")
-            v = pipeline.judge_growing(log, feat, patched, version, timeout=timeout, engine=name)
+            v = pipeline.judge_growing(log, feat, patched, version, timeout=timeout, engine=eng)
         else:
-            v = pipeline.judge_file(log, feat, patched, version, engine=name)
+            v = pipeline.judge_file(log, feat, patched, version, engine=eng)
     except known_errors() as e:
         return report(str(e))
     doc = v.to_json()

@@ -1,150 +1,81 @@
-"""Engines as plug-ins: everything engine-specific that `verify`, preflight and launch need,
-behind one small interface. An engine is its knowledge (configs/<engine>/*.toml, loaded once), a
-classifier (log lines -> observations) and a judge (observations -> Verdict); the feeding,
-following, reporting and exit codes are shared.
+"""The engine registry: one line per engine, its folder `dynspec_cli/engines/<name>/` holding its
+knowledge, rules, judge, preflight and inspector behind the contract of engines/protocol.py.
 
-    name                      "sglang" | "vllm"
-    knowledge()               the engine's validated tables (cached)
-    classifier(feature)       an object with .classify(Line) -> list[Observation]
-    judge(feature, patched, version)
-                              an object with .feed(Observation), .verdict(at_eof=, quiet_for=, text_lines=)
-                              -> Verdict (verdict/result.py), .decided(Verdict) -> bool, .exited(Verdict),
-                              .launches (each with .last_line and .steady(decode_lines) -> bool)
-    preflight(host, python, feature, flags, env, patched, patch_diff=, dynamic=) -> dict
-                              the engine's preflight (verdict "reachable" | "dead" | "unknown"); bad
-                              flags raise a ValueError the CLI reports in one line
-    preflight_text            the preflight result as plain text, or None (the sglang report renders it)
-
-DETECT[name]: the function that tells from a log's first lines whether this engine wrote it, as
-"module:function" of a module that loads none of the engine's rules (`--engine auto` on an sglang
-log imports nothing of vLLM's).
-
-SERVING[name] (plain data, no import of the engine's judge): how `dynspec launch` starts the engine's
-server and asks whether it is ready.
+Adding an engine is its folder, its tables (the folder it names as `tables`) and one line in
+ENGINES below; nothing outside `engines/` names an engine (tests/seam). A member is imported when
+first asked for (`get`), by its module path: `dynspec verify` of an sglang log loads nothing of
+vLLM's but the face of its folder, which `--engine auto` asks how a vLLM log looks.
 """
 from __future__ import annotations
 
 import importlib
-from typing import Callable, Optional
+from typing import Optional
 
-import msgspec
+from dynspec_cli.engines.protocol import Engine, Serving  # noqa: F401 - the contract, named here too
 
+ENGINES = {
+    "sglang": "dynspec_cli.engines.sglang",
+    "vllm": "dynspec_cli.engines.vllm",
+}
+# The engine of a log nothing identifies, and of a feature, record or profile that names none
+# (records written before records carried an engine): dynspec began as sglang's tool.
+DEFAULT = "sglang"
+AUTO = "auto"  # `--engine auto`: told by the log's first lines (`detect`), else the feature's engine
 HEAD_LINES = 200  # `--engine auto` reads at most this many lines (and 256 KB) of the log's start
 
-
-class Serving(msgspec.Struct, frozen=True):  # msgspec Structs, not dataclasses: a dataclass costs `verify` ~0.7 ms of start-up to build
-    """How a profile of this engine is started and when its server is ready (run/profiles.py,
-    run/watch.py): `python -m MODULE *COMMAND [MODEL_FLAG] MODEL --port P --flag value ...`."""
-
-    module: str  # the server's entry module, run with the profile's python (a profile's `module` overrides it)
-    command: tuple[str, ...] = ()  # arguments before the model and the flags
-    model_flag: Optional[str] = None  # the profile's `model` is given with this flag (None: as a positional)
-    readiness: tuple[str, ...] = ("/health",)  # GET paths asked in turn; the first 200 means ready
-    probe: bool = False  # the in-server probe (dynspec_cli/inject/probe) instruments this engine
-    # What prove and guard read while the server serves (names from the engines' own source:
-    # sglang/srt/metrics/collector.py; vllm/v1/metrics/loggers.py and vllm/v1/spec_decode/metrics.py)
-    api: str = "sglang"  # the load generator's request form: sglang's /generate, or "openai" /v1/completions
-    metrics_prefix: str = "sglang:"
-    counters: tuple[str, ...] = ()  # /metrics counters summed per window (a fall is a reset)
-    rank_label: tuple[str, str] = ("dp_rank", "DP")  # the /metrics label naming a DP rank, and how guard names it
-    dp_flags: tuple[str, ...] = ("--dp-size", "--dp")  # the server flags that give the number of DP ranks
-    startup: tuple[str, ...] = ("server-args-dump",)  # log landmarks written only at start-up (a new one: a restart)
-    multi_node: bool = False  # group and Slurm launches know this engine's multi-node flags (--nnodes, --node-rank, ...)
-
-
-SERVING = {
-    # /health_generate runs a real generation; /health answers before the scheduler can serve
-    "sglang": Serving("sglang.launch_server", model_flag="--model-path", readiness=("/health_generate", "/health"),
-                      probe=True, counters=("sglang:generation_tokens_total", "sglang:num_requests_total",
-                                            "sglang:spec_verify_calls_total", "sglang:prompt_tokens_total"),
-                      multi_node=True),
-    # `vllm serve MODEL`; vLLM has no /health_generate, its /health is 200 once the engine core is up.
-    # Its counters carry engine="N" (one per DP engine); prometheus_client adds `_total` to a Counter's name.
-    "vllm": Serving("vllm.entrypoints.cli.main", command=("serve",), readiness=("/health",), api="openai",
-                    metrics_prefix="vllm:",
-                    counters=("vllm:generation_tokens_total", "vllm:request_success_total", "vllm:prompt_tokens_total",
-                              "vllm:spec_decode_num_drafts_total", "vllm:spec_decode_num_draft_tokens_total",
-                              "vllm:spec_decode_num_accepted_tokens_total"),
-                    rank_label=("engine", "engine "), dp_flags=("--data-parallel-size", "-dp"),
-                    startup=("non-default-args", "engine-config")),
-}
-
-
-class Engine(msgspec.Struct, frozen=True):
-    name: str
-    knowledge: Callable[[], object]
-    classifier: Callable[..., object]
-    judge: Callable[..., object]
-    preflight: Callable[..., dict]
-    preflight_text: Optional[Callable[[dict], str]] = None
-
-
-def _sglang() -> Engine:
-    from dynspec_cli.evidence.rules import Classifier
-    from dynspec_cli.knowledge.sglang import knowledge
-    from dynspec_cli.verdict.judge import Judge
-
-    def preflight(host, python, feature, flags, env, patched=None, *, patch_diff=None, dynamic=False):
-        from dynspec_cli.verdict import preflight
-
-        return preflight.run(host, python, feature, flags, env, patched=patched, patch_diff=patch_diff, dynamic=dynamic)
-
-    return Engine(
-        "sglang", knowledge,
-        lambda feature: Classifier(knowledge(), feature),
-        lambda feature, patched=None, version=None: Judge(knowledge(), feature, patched_classes=patched, sglang_version=version),
-        preflight)
-
-
-def _vllm() -> Engine:
-    from dynspec_cli.evidence.vllm_rules import VllmClassifier
-    from dynspec_cli.knowledge.vllm import knowledge
-    from dynspec_cli.verdict.vllm_judge import VllmJudge
-
-    def preflight(host, python, feature, flags, env, patched=None, *, patch_diff=None, dynamic=False):
-        from dynspec_cli.verdict import vllm_preflight
-
-        return vllm_preflight.run(host, python, feature, flags, env, dynamic=dynamic)  # (the marker finds the patch)
-
-    def preflight_text(result):
-        from dynspec_cli.verdict import vllm_preflight
-
-        return vllm_preflight.render(result)
-
-    return Engine(
-        "vllm", knowledge,
-        lambda feature: VllmClassifier(knowledge(), feature),
-        lambda feature, patched=None, version=None: VllmJudge(knowledge(), feature, patched_classes=patched, engine_version=version),
-        preflight, preflight_text)
-
-
-_FACTORIES: dict[str, Callable[[], Engine]] = {"sglang": _sglang, "vllm": _vllm}
-# Tried in this order by `auto`; sglang is the fallback (its lines have no single fixed prefix).
-DETECT = {"vllm": "dynspec_cli.evidence.detect:looks_like_vllm"}
-NAMES = ("sglang", "vllm", "auto")
-SERVER_ENGINES = ("sglang", "vllm")  # what a profile's `engine` may say
-# The engine of a log nothing identifies, and of a record or profile that names none (records written before
-# records carried an engine): dynspec began as sglang's tool.
-DEFAULT = "sglang"
+_loaded: dict[str, Engine] = {}
 
 
 class EngineError(ValueError):
     """Unknown engine name (one line, exit 2)."""
 
 
+def names() -> tuple[str, ...]:
+    """The registered engines, in the registry's order (the order `--engine auto` asks them in)."""
+    return tuple(ENGINES)
+
+
 def get(name: str) -> Engine:
-    try:
-        return _FACTORIES[name]()
-    except KeyError:
-        raise EngineError(f"unknown engine {name!r}: choose one of {', '.join(NAMES)}") from None
+    """The engine object of the member `name` (its folder's ENGINE), imported on first use."""
+    engine = _loaded.get(name)
+    if engine is None:
+        if name not in ENGINES:
+            raise EngineError(f"unknown engine {name!r}: choose one of {', '.join(names() + (AUTO,))}")
+        engine = _loaded[name] = importlib.import_module(ENGINES[name]).ENGINE
+    return engine
+
+
+def name_of(feature) -> str:
+    """The engine a feature is for (its file's `engine =`, else DEFAULT)."""
+    return getattr(feature, "engine", None) or DEFAULT
+
+
+def of(feature) -> Engine:
+    """The engine a feature is for, once it has checked what in the feature only it can check (the
+    [plugin] section against its plugin framework: ConfigError naming the file, exit 2)."""
+    engine = get(name_of(feature))
+    if getattr(feature, "checked_by", None) != engine.name:
+        engine.check_feature(feature)
+        feature.checked_by = engine.name
+    return engine
+
+
+def by_version_key(key: str) -> Optional[Engine]:
+    """The engine whose release a record or option named `key` holds (e.g. `--sglang-version`)."""
+    return next((e for e in map(get, names()) if e.version_key == key), None)
+
+
+def all_serving() -> dict[str, Serving]:
+    """name -> Serving of every engine (the profiles' and Slurm's checks of what may run where)."""
+    return {n: get(n).serving for n in names()}
 
 
 def detect(head: list[str]) -> str:
-    for name, where in DETECT.items():
-        module, function = where.split(":")
-        if getattr(importlib.import_module(module), function)(head):
-            return name
-    return "sglang"
+    """The engine that wrote a log, from its first lines: every engine's Detection at once, line by
+    line (evidence/detect.py); DEFAULT when no line decides."""
+    from dynspec_cli.evidence.detect import which
+
+    return which(head, [(n, get(n).detection()) for n in names()]) or DEFAULT
 
 
 def head_of_file(path: str) -> list[str]:
@@ -168,14 +99,13 @@ def head_lines(data: bytes) -> list[str]:
 def resolve(name: Optional[str], path: Optional[str] = None, feature=None, *, head: Optional[bytes] = None) -> str:
     """The engine for a verify run: the given name, the feature's engine, or detected from the log
     (`head`: its first bytes, for a log that can be read only once)."""
-    name = (name or "auto").lower()
-    if name not in NAMES:
-        raise EngineError(f"unknown engine {name!r}: choose one of {', '.join(NAMES)}")
-    if name != "auto":
+    name = (name or AUTO).lower()
+    if name != AUTO:
+        get(name)  # (EngineError for a name no member has)
         return name
     head = head_lines(head) if head is not None else head_of_file(path) if path else []
     found = detect(head) if head else None
-    if found and found != "sglang":
+    if found and found != DEFAULT:
         return found
     # an empty or not yet recognisable log (--follow from the first byte): the feature's engine
-    return getattr(feature, "engine", None) or "sglang"
+    return name_of(feature)

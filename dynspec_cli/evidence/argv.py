@@ -1,12 +1,12 @@
-"""Server command lines as evidence of what was asked for (what sglang resolved is in its
-server_args dump)."""
+"""Server command lines as evidence of what was asked for (what the engine resolved is in its own
+lines, e.g. sglang's server_args dump)."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional, Sequence
 
 
 def flag_values(flags: list[str]) -> dict[str, Any]:
-    """--name value / --name=value / bare --name (True) from an sglang argv tail."""
+    """--name value / --name=value / bare --name (True) from a server's argv tail."""
     out: dict[str, Any] = {}
     i = 0
     while i < len(flags):
@@ -22,3 +22,21 @@ def flag_values(flags: list[str]) -> dict[str, Any]:
                 out[name] = True
         i += 1
     return out
+
+
+def flag_value(argv: Sequence[str], flag: str) -> Optional[str]:
+    """The value of `flag` in a server command line (`--flag V` or `--flag=V`); the last one wins,
+    as with argparse; None when it is not there."""
+    value = None
+    for i, a in enumerate(argv):
+        if a == flag and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif a.startswith(flag + "="):
+            value = a[len(flag) + 1:]
+    return value
+
+
+def int_flag(argv: Sequence[str], flag: str) -> Optional[int]:
+    """flag_value as an integer (ValueError when it is no integer)."""
+    value = flag_value(argv, flag)
+    return None if value is None else int(value)

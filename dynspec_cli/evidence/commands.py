@@ -2,8 +2,8 @@
 `vllm serve MODEL ...`, the same inside a docker/k8s `args:` block, continued over several lines
 with a trailing backslash, one flag per line without one, or a k8s `args:` list (`- --flag` and
 its value as the next item); and launch flags pasted on their own lines without the command head.
-They say what the user requested; each engine's `launch_flags.toml` says how to read them
-(configs/sglang/, configs/vllm/)."""
+They say what the user requested; each engine's `launch_flags.toml` (in its tables folder, given
+by the engine's rules) says how to read them."""
 from __future__ import annotations
 
 import functools
@@ -33,10 +33,10 @@ class Flags(msgspec.Struct, frozen=True):
 
 
 @functools.lru_cache(maxsize=None)
-def flags_of(engine: str = "sglang") -> Flags:
-    """configs/<engine>/launch_flags.toml, parsed once per change of it (tables.cached)."""
-    path = tables.configs_dir() / engine / "launch_flags.toml"
-    return tables.cached(f"flags-{engine}", [path, Path(__file__)], lambda: _build_flags(path))
+def flags_of(tables_dir: Path) -> Flags:
+    """The launch_flags.toml of an engine's tables folder, parsed once per change of it (tables.cached)."""
+    path = tables_dir / "launch_flags.toml"
+    return tables.cached(f"flags-{tables_dir.name}", [path, Path(__file__)], lambda: _build_flags(path))
 
 
 def _build_flags(path: Path) -> Flags:
@@ -78,9 +78,9 @@ def _value(spec: FlagSpec, raw: str) -> Any:
     return raw
 
 
-def parse_flags(text: str, engine: str = "sglang") -> dict[str, Any]:
-    """The flags of the engine's `launch_flags.toml` found in a command's text, by dest."""
-    return _parse(_tokens(text), flags_of(engine))[0]
+def parse_flags(text: str, tables_dir: Path) -> dict[str, Any]:
+    """The flags of an engine's `launch_flags.toml` (in `tables_dir`) found in a command's text, by dest."""
+    return _parse(_tokens(text), flags_of(tables_dir))[0]
 
 
 def _parse(tokens: list[str], fl: Flags) -> tuple[dict[str, Any], Optional[FlagSpec]]:
@@ -115,14 +115,15 @@ class CommandReader:
     ("command-cont", flags) for a line that continues one or a line of launch flags on its own,
     `None` for any other line."""
 
-    def __init__(self, engine: str = "sglang") -> None:
-        self.engine = engine
+    def __init__(self, tables_dir: Path) -> None:
+        self.tables_dir = tables_dir  # the engine's tables (its launch_flags.toml)
+        self.flags: Optional[Flags] = None  # read at the first line
         self.continued = False  # the last command line ended in a backslash
         self.active = False  # a command (or a run of flag lines) is being read
         self.pending: Optional[FlagSpec] = None  # a k8s list item whose value is the next item
 
     def feed(self, msg: str) -> Optional[tuple[str, dict[str, Any]]]:
-        fl = flags_of(self.engine)
+        fl = self.flags or self._load()
         if not (self.continued or self.active or self.pending is not None) and "--" not in msg and not any(h in msg for h in fl.hint):
             return None  # (most lines: neither a command nor flags, and nothing being read)
         body = msg.strip()
@@ -147,6 +148,10 @@ class CommandReader:
         self.active = self.continued = False
         self.pending = None
         return None
+
+    def _load(self) -> Flags:
+        self.flags = flags_of(self.tables_dir)
+        return self.flags
 
     def _read(self, text: str, fl: Flags) -> dict[str, Any]:
         text = text.rstrip()

@@ -5,7 +5,7 @@ sglang's launcher writes the exit code of a child it saw die ("Subprocess schedu
 with exit code -9. ...", configs/sglang/log_lines.toml `subprocess-crashed`); the code is multiprocessing's
 `Process.exitcode`, -N when signal N ended the process. A stop (`sigterm-received`: "SIGTERM received ...
 Draining requests and shutting down...") makes the launcher write the same lines for its children, so the
-judge (verdict/parts.py Life) and the guard (guard/watch.py) both ask `part_of_stop` before they call a
+judge (engines/sglang/parts.py Life) and the guard (guard/watch.py) both ask `part_of_stop` before they call a
 line a crash."""
 from __future__ import annotations
 

@@ -1,13 +1,13 @@
-"""Decode in CUDA graphs or eager, from /metrics: sglang:cuda_graph_passes_total{mode=...} per
-scheduler (rank), the deltas between two samples (configs/sglang/cuda_graph.toml [[passes]]).
-A /metrics without the counter (sglang before 0.5.7, or no sample) is "not reported": None, never
-zero eager passes and never a finding."""
+"""Decode in CUDA graphs or eager, from /metrics: the engine's counter of decode passes by mode
+(Serving.graph_passes; sglang's cuda_graph_passes_total{mode=...}, configs/sglang/cuda_graph.toml
+[[passes]]) per scheduler (rank), the deltas between two samples. A /metrics without the counter
+(sglang before 0.5.7, or no sample) is "not reported": None, never zero eager passes and never a
+finding."""
 from __future__ import annotations
 
 import re
 from typing import Any, Iterable, Optional
 
-METRIC = "sglang:cuda_graph_passes_total"
 GRAPH, EAGER = "decode_cuda_graph", "decode_none"  # every release that has the counter (0.5.7-0.5.23)
 # Share of a window's decode passes that may run eager before the measured path is not the
 # configured one: sglang's own /health_generate probe and a request that cannot replay a graph
@@ -46,13 +46,13 @@ def rank_of(labels: dict[str, str]) -> str:
     return " ".join(parts)
 
 
-def passes(series: Optional[Iterable]) -> Optional[dict[str, dict[str, float]]]:
-    """{rank: {mode: count}} of one sample; None when the sample has no such counter."""
-    if series is None:
+def passes(series: Optional[Iterable], metric: Optional[str]) -> Optional[dict[str, dict[str, float]]]:
+    """{rank: {mode: count}} of `metric` in one sample; None when the sample has no such counter."""
+    if series is None or metric is None:
         return None
     out: dict[str, dict[str, float]] = {}
     for name, labels, value in series:
-        if name == METRIC and "mode" in labels:
+        if name == metric and "mode" in labels:
             out.setdefault(rank_of(labels), {})[labels["mode"]] = float(value)
     return out or None
 

@@ -1,5 +1,5 @@
 """The probe's line protocol, host side (its one owner): `DYNSPEC-PROBE {json}` lines that the
-in-server probe (dynspec_cli/inject/probe, schema in its README) writes into the server log.
+in-server probe (dynspec_cli/engines/sglang/probe, schema in its README) writes into the server log.
 The judge, prove and the tests all read probe lines through here."""
 from __future__ import annotations
 

@@ -10,8 +10,8 @@ from typing import BinaryIO, Optional, Protocol
 
 import msgspec
 
-from dynspec_cli.evidence.lines import lines_of
-from dynspec_cli.evidence.rules import Classifier, Observation
+from dynspec_cli.evidence.lines import Line, lines_of
+from dynspec_cli.evidence.observation import Observation
 
 CHUNK = 1 << 20
 MAX_LINE = 1 << 20  # longer lines are cut for analysis (a server_args dump is ~10 KB)
@@ -23,6 +23,10 @@ class LogError(Exception):
 
 class Sink(Protocol):
     def feed(self, obs: Observation) -> None: ...
+
+
+class Classifier(Protocol):  # an engine's rules (engines/protocol.py Classifier)
+    def classify(self, line: Line) -> list[Observation]: ...
 
 
 class Feeder(msgspec.Struct, dict=True):

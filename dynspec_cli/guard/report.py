@@ -60,15 +60,9 @@ def result_path(argv: list[str], name: str, given: Optional[str]) -> str:
 
 
 def _flag(argv: list[str], flag: Optional[str]) -> Optional[str]:
-    if not flag:
-        return None
-    value = None
-    for i, a in enumerate(argv):
-        if a == flag and i + 1 < len(argv):
-            value = argv[i + 1]
-        elif a.startswith(flag + "="):
-            value = a[len(flag) + 1:]
-    return value
+    from dynspec_cli.evidence.argv import flag_value
+
+    return flag_value(argv, flag) if flag else None
 
 
 def document(g: Guarded, *, name: str, receipt_path: str, gate: str, feature: str, threshold: int, window: float,

@@ -15,18 +15,17 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from dynspec_cli import inject
+from dynspec_cli import engines, inject
+from dynspec_cli.engines.protocol import GRAPH_PASSES
 from dynspec_cli.evidence import exits
 from dynspec_cli.evidence import graph_passes as GP
-from dynspec_cli.evidence.rules import Observation
+from dynspec_cli.evidence.observation import Decode
+from dynspec_cli.evidence.observation import Observation
 from dynspec_cli.evidence.scan import Feeder
-from dynspec_cli.guard import adaptive
 from dynspec_cli.guard import windows as W
 from dynspec_cli.knowledge.features import Feature
 from dynspec_cli.prove import receipt as receipts
-from dynspec_cli.prove.observations import Decode, DecodeLines, classifier
 from dynspec_cli.prove.session import Target
-from dynspec_cli import engines
 
 SCRAPER = inject.script("scraper.py")
 # The benchmark runs through this: it asks the kernel to SIGTERM it if dynspec dies (kill -9
@@ -42,17 +41,19 @@ SHIM = ("import ctypes,os,signal,sys\n"
 class LogTap:
     """Follows the server's log and keeps what the windows need, as it arrives."""
 
-    def __init__(self, target: Target, feature: Feature, offset: int, tracker: Optional[adaptive.Tracker] = None) -> None:
+    def __init__(self, target: Target, feature: Feature, offset: int, tracker=None) -> None:
         self.t, self.offset, self.tracker = target, offset, tracker
         self.lock = threading.Lock()
         self.decode: list[tuple[str, Decode]] = []
         self.served = 0
         self.events: list[W.Event] = []
         self.last: dict[str, int] = {}  # rank -> running batch of its previous line (steady lines)
-        self.lines = DecodeLines(feature.engine)
-        self.serving = engines.SERVING[feature.engine]
-        self.knowledge = engines.get(feature.engine).knowledge()
-        self.feeder = Feeder(classifier(feature), self, offset=offset, numbered=False)
+        engine = engines.of(feature)
+        self.lines = engine.decode_lines()  # its serving steps' lines (engines/protocol.py DecodeReader)
+        self.serving = engine.serving
+        self.knowledge = engine.knowledge()
+        self.adaptive = engine.adaptive  # its adaptive controller's lines feed `tracker` (None: it has none)
+        self.feeder = Feeder(engine.classifier(feature), self, offset=offset, numbered=False)
         self.follow = None
         self.error: Optional[str] = None
         self.stopping = False  # a stop line was seen: the lines of its children ending are the stop's
@@ -71,10 +72,10 @@ class LogTap:
         elif obs.kind == "landmark" and obs.id in ("prefill-batch", "served-request"):
             with self.lock:
                 self.served += 1
-        elif obs.kind == "landmark" and obs.id in adaptive.LINES:
+        elif obs.kind == "landmark" and self.adaptive is not None and obs.id in self.adaptive.lines:
             if self.tracker is not None:
                 with self.lock:
-                    self.tracker.feed(adaptive.label_of(obs), obs.id, obs.data)
+                    self.tracker.feed(self.adaptive.label_of(obs), obs.id, obs.data)
         elif obs.kind == "landmark" and obs.id in self.serving.startup or obs.kind == "launch":
             self._event("restarted", "the log shows a new start-up of the server (its server_args dump) while "
                                      "the benchmark ran", line.text)
@@ -90,7 +91,7 @@ class LogTap:
         with self.lock:
             self.events.append(W.Event(kind, message, fatal, (text or "")[:300] or None))
 
-    def take(self) -> tuple[list[tuple[str, Decode]], int, list[W.Event], dict[str, adaptive.RankSteps]]:
+    def take(self) -> tuple[list[tuple[str, Decode]], int, list[W.Event], dict[str, Any]]:
         with self.lock:  # a vLLM stats line waits (up to 2 s) for the SpecDecoding line logged right after it
             now = time.time()
             held = [(lb, d) for lb, d in self.decode if d.awaiting and now - d.seen < 2.0]
@@ -124,7 +125,7 @@ class LogTap:
 class Scraper:
     """/metrics and /server_info samples, from inject/scraper.py on the server's host."""
 
-    def __init__(self, target: Target, every: float, prefix: str = "sglang:") -> None:
+    def __init__(self, target: Target, every: float, prefix: str) -> None:
         self.t, self.every, self.prefix = target, every, prefix
         self.lock = threading.Lock()
         self.samples: list[dict[str, Any]] = []
@@ -204,7 +205,7 @@ class Guarded:
     notes: list[str] = field(default_factory=list)
     interrupted: bool = False
     metrics_available: Optional[bool] = None
-    adaptive: Optional[dict[str, Any]] = None  # the adaptive tiers judged against (guard/adaptive.py), when the server runs them
+    adaptive: Optional[dict[str, Any]] = None  # the adaptive tiers judged against (the engine's Adaptive), when the server runs them
 
 
 class Guard:
@@ -214,11 +215,12 @@ class Guard:
         self.t, self.feature, self.receipt = target, feature, receipt
         self.threshold, self.window, self.hold, self.ranks = threshold, window, hold, ranks
         self.expect_below = feature.expect.speculate_at_or_below_threshold
-        self.serving = engines.SERVING[feature.engine]
+        self.engine = engines.of(feature)
+        self.serving = self.engine.serving
         self.on_window = on_window
         self.prev_sample: Optional[dict[str, Any]] = None
         self.startup_time = None
-        self.tracker: Optional[adaptive.Tracker] = None  # sglang's adaptive controller, when the server runs it
+        self.tracker = None  # the engine's adaptive controller (engines/protocol.py Adaptive), when the server runs it
         self.accept_eager = accept_eager
         self.backends: Optional[dict[str, Any]] = None  # /server_info's attention backends at the previous sample
         self.captured: Optional[bool] = None  # the server captured decode graphs (from /server_info, then the evidence)
@@ -228,8 +230,8 @@ class Guard:
         offset = t.host.size(t.log) or 0 if t.log else 0
         child = Child(argv)
         out = Guarded(child)
-        if self.feature.engine == "sglang":
-            self.tracker, notes = adaptive.setup(t, self.receipt, classifier(self.feature), offset)
+        if self.engine.adaptive is not None:
+            self.tracker, notes = self.engine.adaptive.setup(t, self.receipt, self.engine.classifier(self.feature), offset)
             out.notes += notes
             if self.tracker is not None and self.tracker.config is not None:
                 out.adaptive = self.tracker.config.to_json()
@@ -269,10 +271,10 @@ class Guard:
                                 accept_eager=self.accept_eager)
         if self.accept_eager and (note := W.eager_note(out.windows)):
             out.notes.append(note)
-        if self.feature.engine == "sglang" and out.metrics_available and all(
+        if self.engine.supports(GRAPH_PASSES) and out.metrics_available and all(
                 w.passes is None for w in out.windows if w.traffic):
-            out.notes.append("decode graphs from /metrics: not reported (no sglang:cuda_graph_passes_total: sglang "
-                             "before 0.5.7); judged from the Decode batch lines' `cuda graph:`")
+            out.notes.append(f"decode graphs from /metrics: not reported (no {self.serving.graph_passes}: "
+                             f"{self.engine.title} before 0.5.7); judged from the Decode batch lines' `cuda graph:`")
         if child.exit_code != 0 and not any(w.traffic for w in out.windows):
             out.notes.append(f"the benchmark exited {child.exit_code} before any request reached the server")
         if tap is not None and tap.error:
@@ -286,7 +288,7 @@ class Guard:
             last: bool = False) -> W.Window:
         w = W.Window(len(out.windows) + 1, start - t0, end - t0, last=last)
         w.ranks = {r: W.RankWindow(r) for r in self.ranks}
-        steps: dict[str, adaptive.RankSteps] = {}
+        steps: dict[str, Any] = {}
         if tap is not None:
             decode, w.served, w.events, steps = tap.take()
             for label, d in decode:
@@ -297,9 +299,9 @@ class Guard:
         self.metrics(w, out, scraper.upto(end))
         self.identity(w)
         cfg = self.tracker.config if self.tracker is not None else None
-        controller = adaptive.WindowJudge(cfg, steps) if cfg is not None else None
+        controller = self.engine.adaptive.window(cfg, steps) if cfg is not None else None
         W.judge(w, self.threshold, self.expect_below, W.level_of(out.windows, self.threshold), controller)
-        if self.feature.engine == "sglang":
+        if self.engine.supports(GRAPH_PASSES):
             W.judge_graph(w, self.captured)
         if self.on_window:
             self.on_window(w)
@@ -316,24 +318,26 @@ class Guard:
             out.metrics_available = bool(with_metrics)
         if with_metrics:
             w.counters = _deltas(with_metrics, w, self.serving.counters)
+            w.tokens_per_verify = self.engine.tokens_per_verify(w.counters)
             # per rank and mode; a counter that is absent is "not reported" (None), never zero eager passes
             got = None
             for a, b in zip(with_metrics, with_metrics[1:]):
-                got = GP.add(got, GP.delta(GP.passes(a["metrics"]), GP.passes(b["metrics"])))
+                got = GP.add(got, GP.delta(GP.passes(a["metrics"], self.serving.graph_passes),
+                                           GP.passes(b["metrics"], self.serving.graph_passes)))
             if got is not None:  # by the guard's rank names: DPn, or "" for one scheduler stream
                 w.passes = {}
                 for rank, modes in got.items():
                     key = "" if self.ranks == [""] else rank.split(" ")[0]
                     w.passes = GP.add(w.passes, {key: modes})
-            for s_labels, value in _series(with_metrics[-1], "sglang:spec_accept_length"):
+            for s_labels, value in _series(with_metrics[-1], self.serving.accept_gauge):
                 r = w.ranks.get(self.metric_rank(s_labels))
                 if r is not None:
                     r.gauge_accept = value
-            for s_labels, value in _series(with_metrics[-1], "sglang:spec_num_steps"):
+            for s_labels, value in _series(with_metrics[-1], self.serving.steps_gauge):
                 r = w.ranks.get(self.metric_rank(s_labels))
                 if r is not None:
                     r.num_steps = value
-            for label, value in _vllm_accept(with_metrics).items():  # vLLM: per engine, from its counters
+            for label, value in self.engine.metric_accept(with_metrics).items():  # where no gauge says it (vLLM's counters)
                 r = w.ranks.get(self.metric_rank({"engine": label}))
                 if r is not None:
                     r.gauge_accept = value
@@ -356,18 +360,17 @@ class Guard:
     def compute_path(self, w: W.Window, infos: list[dict[str, Any]]) -> None:
         """/server_info's attention backends (a change between samples is fatal: DS710) and whether
         its server_args switch decode graphs off (then eager decode is what was configured)."""
-        from dynspec_cli.verdict.compute_path import disabled_by
-
+        fields = self.serving.backend_fields
         for info in infos:
             args = info.get("args")
             if not isinstance(args, dict):
                 continue
-            k = engines.get("sglang").knowledge()
             if self.captured is None:
-                self.captured = disabled_by(k, None, args) is None
-            now = {f: args.get(f) for f in BACKEND_FIELDS if f in args}
+                off = self.engine.graphs_off(args)
+                self.captured = None if off is None else not off
+            now = {f: args.get(f) for f in fields if f in args}
             if self.backends is not None and now != self.backends:
-                changed = ", ".join(f"{f} {self.backends.get(f)!r} -> {now.get(f)!r}" for f in BACKEND_FIELDS
+                changed = ", ".join(f"{f} {self.backends.get(f)!r} -> {now.get(f)!r}" for f in fields
                                     if self.backends.get(f) != now.get(f))
                 w.events.append(W.Event("backend-changed", f"/server_info {changed}: the benchmark's numbers mix "
                                                            f"two attention backends"))
@@ -390,24 +393,10 @@ class Guard:
             w.events.append(W.Event(kind, str(e)))
 
 
-BACKEND_FIELDS = ("attention_backend", "speculative_draft_attention_backend")
-
-
-def _series(sample: dict[str, Any], name: str) -> list[tuple[dict[str, str], float]]:
+def _series(sample: dict[str, Any], name: Optional[str]) -> list[tuple[dict[str, str], float]]:
+    if name is None:  # (a gauge the engine does not export)
+        return []
     return [(labels, value) for n, labels, value in sample.get("metrics") or [] if n == name]
-
-
-def _vllm_accept(samples: list[dict[str, Any]]) -> dict[str, float]:
-    """Per engine label, 1 + accepted / drafts between the first and last sample (vLLM's mean
-    acceptance length, SpecDecodingProm's docstring), where drafts were made."""
-    def per(sample, name):
-        return {lb.get("engine"): v for n, lb, v in sample.get("metrics") or [] if n == name}
-
-    a, b = samples[0], samples[-1]
-    d0, d1 = per(a, "vllm:spec_decode_num_drafts_total"), per(b, "vllm:spec_decode_num_drafts_total")
-    a0, a1 = per(a, "vllm:spec_decode_num_accepted_tokens_total"), per(b, "vllm:spec_decode_num_accepted_tokens_total")
-    return {e: 1 + (a1.get(e, 0) - a0.get(e, 0)) / (d1[e] - d0[e]) for e in d1
-            if e in d0 and d1[e] > d0[e] and a1.get(e, 0) >= a0.get(e, 0)}
 
 
 def _deltas(samples: list[dict[str, Any]], w: W.Window, counters: tuple[str, ...]) -> dict[str, float]:

@@ -10,7 +10,7 @@ lines or more), against the feature's `[expect]` and the threshold proven in the
 Rank states: effective (speculation on where it should be), plain (off, and the feature says off
 at these batches), collapsed (accept len ~1.00 where speculation should be on), misbehaved (on
 above the threshold, or off at one batch where it is on at another below it), pinned (sglang's
-adaptive controller stopped adapting: guard/adaptive.py), undecided (lines, too few or mixed to
+adaptive controller stopped adapting: the engine's Adaptive), undecided (lines, too few or mixed to
 decide), silent (the server was busy, this rank logged nothing), idle.
 
 The compute path, per window (Window.graph): how many decode passes ran in CUDA graphs and how many
@@ -25,10 +25,9 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from dynspec_cli.evidence import graph_passes as GP
-from dynspec_cli.guard import adaptive
-from dynspec_cli.prove import decision
-from dynspec_cli.prove.decision import Step
-from dynspec_cli.prove.observations import Decode
+from dynspec_cli.verdict import decision
+from dynspec_cli.verdict.decision import Step
+from dynspec_cli.evidence.observation import Decode
 
 GOOD = ("effective", "plain", "idle", "undecided")
 HELD = ("collapsed", "silent", "pinned")  # invalid once they hold for N windows in a row
@@ -60,7 +59,8 @@ class RankWindow:
     num_steps: Optional[float] = None  # sglang:spec_num_steps (0.5.23: the draft steps active now; the adaptive tier's)
     step: Optional[Step] = None
     state: str = "idle"
-    adaptive: Optional[dict[str, Any]] = None  # the adaptive tier its lines ran in and the steps it held (guard/adaptive.py)
+    adaptive: Optional[dict[str, Any]] = None  # the adaptive tier its lines ran in and the steps it held (engines' Adaptive)
+    held: Optional[str] = None  # why a pinned rank is pinned, in words (its adaptive controller's judge says)
 
     @property
     def name(self) -> str:
@@ -93,24 +93,14 @@ class Window:
     state: str = "idle"
     passes: Optional[dict[str, dict[str, float]]] = None  # cuda_graph_passes_total deltas by rank and mode (None: not reported)
     graph: Optional[dict[str, Any]] = None  # the compute path judged (judge_graph)
+    # tokens per verify pass from the counters' deltas, as the engine reads them (engines/protocol.py
+    # tokens_per_verify: sglang (generated - finished) / verify calls; vLLM 1 + accepted / drafts)
+    tokens_per_verify: Optional[float] = None
 
     @property
     def traffic(self) -> bool:
         gen = sum(v for k, v in (self.counters or {}).items() if k.endswith(":generation_tokens_total"))
         return gen > 0 or self.served > 0 or any(r.decode for r in self.ranks.values())
-
-    @property
-    def tokens_per_verify(self) -> Optional[float]:
-        """(generated - finished requests) / verify calls from the counters (sglang 0.5.13+): each
-        request's first token comes from prefill, without a verify; vLLM: 1 + accepted / drafts."""
-        c = self.counters or {}
-        drafts = c.get("vllm:spec_decode_num_drafts_total")
-        if drafts:  # vLLM: mean acceptance length = 1 + accepted / drafts (SpecDecodingProm's docstring)
-            return 1 + (c.get("vllm:spec_decode_num_accepted_tokens_total") or 0) / drafts
-        gen, ver = c.get("sglang:generation_tokens_total"), c.get("sglang:spec_verify_calls_total")
-        if not gen or not ver:
-            return None
-        return (gen - (c.get("sglang:num_requests_total") or 0)) / ver
 
     def to_json(self) -> dict[str, Any]:
         return {"index": self.index, "start": round(self.start, 3), "end": round(self.end, 3), "state": self.state,
@@ -140,10 +130,10 @@ def judge_rank(r: RankWindow, traffic: bool, threshold: int, expect_below: bool,
         r.state = "effective" if on else "plain"
 
 
-def judge(w: Window, threshold: int, expect_below: bool, level: Optional[float],
-          controller: Optional[adaptive.WindowJudge] = None) -> None:
-    """`controller`: sglang's adaptive controller in this window (guard/adaptive.py): the on level each
-    rank could reach at the draft steps it ran, and its own judgement after the lines'."""
+def judge(w: Window, threshold: int, expect_below: bool, level: Optional[float], controller=None) -> None:
+    """`controller`: the engine's adaptive controller in this window (engines/protocol.py Adaptive.window:
+    sglang's): the on level each rank could reach at the draft steps it ran, and its own judgement
+    after the lines' (a rank it finds pinned carries the reason, RankWindow.held)."""
     traffic = w.traffic
     for r in w.ranks.values():
         judge_rank(r, traffic, threshold, expect_below, controller.level(r, level) if controller else level)
@@ -298,7 +288,7 @@ def _misbehaved(r: RankWindow, threshold: int) -> str:
 
 def _held(r: RankWindow, w: Window, windows: list[Window], first: int) -> str:
     if r.state == "pinned":
-        return adaptive.pinned_message(r)
+        return r.held or "its adaptive controller held its draft steps: the run measured static speculation"
     if r.state == "collapsed":
         al = [x.ranks[r.label].accept_len for x in windows if first <= x.index <= w.index and r.label in x.ranks]
         vals = [a for a in al if a is not None]

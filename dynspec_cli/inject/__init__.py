@@ -1,8 +1,10 @@
 """What runs inside foreign interpreters (stdlib only, Python 3.8+), and how it gets there.
 
-`script(name)` is the one place that finds a file or folder of this package (the inspector, the
-probe, the follower, the load generator). `program(name)` is the text that runs: a file as it is,
-a folder (one module per concern, importable here for tests) bundled into one script.
+`script(name)` is the one place that finds a program of this package: a file or folder here (the
+follower, the load generator, the host check), or one an engine ships in its folder (its inspector,
+its probe: "engines/<name>/inspector"). `program(name)` is the text that runs: a file as it is, a
+folder (one module per concern, importable here for tests) bundled into one script with the
+inspectors' shared module (inspector_common.py) beside its own.
 
 `command(python)` and `stdin(...)` ship a program the way the preflight inspector needs it: the
 command line is `python -c BOOTSTRAP`, constant and data-free on every host, and everything else
@@ -17,7 +19,8 @@ from pathlib import Path
 from typing import Mapping, Optional
 
 def script(name: str) -> Path:
-    """The file or folder `name` of dynspec_cli/inject (e.g. "inspector", "probe", "loadgen.py")."""
+    """The file or folder `name` of dynspec_cli/inject (e.g. "loadgen.py"), or a path inside the
+    package (e.g. "engines/sglang/inspector")."""
     from dynspec_cli import resources
 
     return resources.inject(name)
@@ -26,16 +29,22 @@ def script(name: str) -> Path:
 @functools.lru_cache(maxsize=None)
 def program(name: str) -> str:
     """The text to run with a foreign `python`: a file's own text, or a folder bundled into one
-    script that imports its modules from memory (package `_dynspec_<name>`) and calls `main.run()`."""
+    script that imports its modules from memory (package `_dynspec_<folder name>`, the shared
+    inspector module among them as `inspector_common`) and calls `main.run()`."""
     path = script(name)
     if path.is_file():
         return path.read_text(encoding="utf-8")
-    package = "_dynspec_" + name
+    package = "_dynspec_" + path.name
     sources = {package: (path / "__init__.py").read_text(encoding="utf-8")}
     for f in sorted(path.glob("*.py")):
         if f.name not in ("__init__.py", "__main__.py"):
             sources[f"{package}.{f.stem}"] = f.read_text(encoding="utf-8")
-    return _BUNDLE.replace("@PACKAGE@", repr(package)).replace("@FOLDER@", repr(f"dynspec_cli/inject/{name}")) \
+    from dynspec_cli import resources
+
+    shared = resources.inject("inspector_common.py")
+    sources.setdefault(f"{package}.{shared.stem}", shared.read_text(encoding="utf-8"))
+    folder = f"dynspec_cli/{name}" if "/" in name else f"dynspec_cli/inject/{name}"
+    return _BUNDLE.replace("@PACKAGE@", repr(package)).replace("@FOLDER@", repr(folder)) \
                   .replace("@SOURCES@", repr(sources))
 
 

@@ -20,8 +20,9 @@ Input: one JSON object as argv[1]::
     drain           float  seconds to wait for requests in flight after `duration` (default 30)
     sample_every    float  seconds between /metrics samples while loading (0 = none; default 0.25)
     info_keys       [str]  extra top-level /server_info keys to return (e.g. the feature's flag dest)
-    api             str    "sglang" (default: POST /generate, /server_info) or "openai" (a vLLM server:
-                           POST /v1/completions for the model /v1/models names, GET /version)
+    api             str    "generate" (default: POST /generate, GET /server_info: an sglang server) or
+                           "openai" (a vLLM server: POST /v1/completions for the model /v1/models
+                           names, GET /version); the engine's Serving.api says which
 
 The server's --api-key, when it has one, is not an input: dynspec writes it into the API_KEY line
 of this script's text, which travels on stdin, so it never shows on a command line (ps, /proc).
@@ -129,7 +130,7 @@ def openai_info(base, timeout=10.0):
     return out
 
 
-def server_info(base, keys, timeout=10.0, api="sglang"):
+def server_info(base, keys, timeout=10.0, api="generate"):
     if api == "openai":
         return openai_info(base, timeout)
     for path in ("/server_info", "/get_server_info"):
@@ -296,7 +297,7 @@ def main(argv):
         base = args["base"].rstrip("/")
         args["base"] = base
         keys = list(args.get("info_keys") or [])
-        api = args.get("api") or "sglang"
+        api = args.get("api") or "generate"
         st.doc["server_info_before"] = server_info(base, keys, api=api)
         st.doc["metrics_before"] = metrics(base)
         if args.get("mode") == "info":

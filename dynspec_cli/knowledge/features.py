@@ -104,7 +104,10 @@ class Feature(msgspec.Struct, forbid_unknown_fields=True, dict=True):
     tiers: list[Tiers] = []
     controller: Optional[Controller] = None
     source: str = ""
-    engine: str = "sglang"  # the engine the patch is for (dynspec_cli/engines/__init__.py)
+    # the engine the patch is for: a name in the registry (dynspec_cli/engines/__init__.py); "" is
+    # the registry's DEFAULT (engines.name_of). Its [plugin] section is checked by that engine
+    # (engines.of(feature): the engine's plugin framework is the engine's knowledge, not this file's)
+    engine: str = ""
     # the worker classes that build the feature's code when its marker is in a helper class (sglang's
     # own features): preflight looks for one of them in the running worker's MRO, not the marker's class
     runs_in: list[str] = []
@@ -115,8 +118,6 @@ class Feature(msgspec.Struct, forbid_unknown_fields=True, dict=True):
             self.diff_ref, self.patch = self.patch, []
         else:
             self.diff_ref = getattr(self, "diff_ref", None)
-        if self.plugin is not None:
-            check_plugin(self.plugin, self.engine)
         try:
             self.marker_re = re.compile(self.marker.pattern)
         except re.error as e:
@@ -143,60 +144,6 @@ def patch_file(feature: Feature) -> Optional[str]:
     if not p.is_file():
         raise ConfigError(f"{feature.source or feature.name}: patch = {ref!r}: no such file ({p.resolve()})")
     return str(p.resolve())
-
-
-def check_plugin(p: Plugin, engine: str) -> None:
-    """The [plugin] section against what the engine's plugin framework can do (configs/<engine>/plugins.toml)."""
-    if engine == "vllm":
-        return _check_vllm_plugin(p)
-    if engine != "sglang":
-        raise ValueError(f"plugin: plugin-delivered patches are checked for sglang and vllm, not {engine}")
-    from dynspec_cli.knowledge.sglang import knowledge
-
-    k = knowledge()
-    fw = k.plugins.framework[-1]
-    if not re.fullmatch(r"[^\s,]+", p.entry_point):
-        # sglang splits SGLANG_PLUGINS on commas and strips blanks: such a name could never be allowed
-        raise ValueError(f"plugin.entry_point {p.entry_point!r}: must be one name, without blanks or commas")
-    parts = p.target.split(".")
-    if len(parts) < 2 or not all(x.isidentifier() for x in parts):
-        raise ValueError(f"plugin.target {p.target!r}: must be a dotted path module.attribute "
-                         "(e.g. sglang.srt.speculative.eagle_worker_v2.EAGLEWorkerV2.__init__)")
-    if parts[0] != "sglang":
-        raise ValueError(f"plugin.target {p.target!r}: must be inside the sglang package (start with 'sglang.')")
-    if p.hook.lower() not in fw.hook_types:
-        raise ValueError(f"plugin.hook {p.hook!r}: must be one of {', '.join(fw.hook_types)}")
-    p.hook = p.hook.lower()
-    names = [x.name for x in k.plugins.process]
-    if not p.processes:
-        raise ValueError(f"plugin.processes is empty: name at least one of {', '.join(names)}")
-    for name in p.processes:
-        if name not in names:
-            raise ValueError(f"plugin.processes: unknown process {name!r}: choose from {', '.join(names)}")
-
-
-def _check_vllm_plugin(p: Plugin) -> None:
-    """vLLM's general plugins have no hook registry: the plugin's function patches `target` itself,
-    in every process (configs/vllm/plugins.toml)."""
-    from dynspec_cli.knowledge.vllm import knowledge
-
-    fw = knowledge().plugins
-    if not p.entry_point or (not fw.allow_strips and p.entry_point != p.entry_point.strip()) or "," in p.entry_point:
-        raise ValueError(f"plugin.entry_point {p.entry_point!r}: must be one name, without commas or outer blanks "
-                         f"({fw.allow_env} is split on commas)")
-    parts = p.target.split(".")
-    if len(parts) < 2 or not all(x.isidentifier() for x in parts) or parts[0] != "vllm":
-        raise ValueError(f"plugin.target {p.target!r}: must be a dotted path inside the vllm package "
-                         "(e.g. vllm.v1.spec_decode.eagle.EagleProposer.propose)")
-    if p.hook.lower() not in fw.hook_types:
-        raise ValueError(f"plugin.hook {p.hook!r}: vLLM has no hook registry; say {' or '.join(map(repr, fw.hook_types))} "
-                         "(the plugin's function patches the target itself)")
-    p.hook = p.hook.lower()
-    if p.processes == ["scheduler"]:  # the default is sglang's: vLLM loads general plugins in every process
-        p.processes = list(fw.processes)
-    for name in p.processes:
-        if name not in fw.processes:
-            raise ValueError(f"plugin.processes: unknown process {name!r}: choose from {', '.join(fw.processes)}")
 
 
 DEFAULT_FEATURE = "dynamic-spec-disable"

@@ -227,7 +227,7 @@ class LogLineRow(_Row):
     decisive: bool = False  # the line alone proves the process died (no later line can undo it)
     aftermath: bool = False  # the line follows the crash's cause: a crash line seen before it stays the one named
     startup_crash: bool = False  # the line is only written while the server starts (before ready)
-    evidence: Union[str, None] = None  # frame | served | constructor | startup: read by verdict/claims.py only
+    evidence: Union[str, None] = None  # frame | served | constructor | startup: read by engines/sglang/claims.py only
     stop: Union[str, None] = None  # the line says the server was asked to stop, by this signal (SIGTERM)
     after_stop: bool = False  # a stop writes it too: after a stop line it is the stop's (evidence/exits.py), not a crash
 

@@ -29,14 +29,11 @@ class Plan:
 
 
 def threshold_from_argv(argv: Sequence[str], flag: str) -> Optional[int]:
-    """The value of `flag` in a server command line (`--flag N` or `--flag=N`); the last one wins,
-    as with argparse."""
-    value = None
-    for i, a in enumerate(argv):
-        if a == flag and i + 1 < len(argv):
-            value = argv[i + 1]
-        elif a.startswith(flag + "="):
-            value = a[len(flag) + 1:]
+    """The value of `flag` in a server command line (evidence/argv.py flag_value: the last one
+    wins, as with argparse); PlanError (one line) when it is no integer."""
+    from dynspec_cli.evidence.argv import flag_value
+
+    value = flag_value(argv, flag)
     if value is None:
         return None
     try:

@@ -33,6 +33,7 @@ import json
 import time
 from typing import Any, Optional
 
+from dynspec_cli import engines
 from dynspec_cli.run import records
 from dynspec_cli.run.records import RunRecord
 from dynspec_cli.transport import Host
@@ -82,51 +83,16 @@ def patched_sources(host: Host, python: str, feature, argv: list[str],
     """(path, source) of every file the gate pins: the run's diff's installed files (`patch`: the
     run record's, source "diff"), the files holding the marker ("marker-search") and the files
     that differ from the released distribution's RECORD ("record")."""
-    from dynspec_cli.verdict import preflight
+    from dynspec_cli import engines
+    from dynspec_cli.engines.protocol import PATCHED_FILES
 
     given = [(p, "diff") for p in (patch or {}).get("files") or []]
-    if feature.engine != "sglang":  # the marker search reads an sglang install
-        return given, (f"the files of the diff {patch.get('path')}" if given else
-                       f"dynspec does not search a {feature.engine} install for the patched files; pass --patched-file PATH")
-    facts = preflight.inspect(host, python, feature, list(argv[3:]), {})
-    if feature.plugin is not None:
-        files, note = _plugin_files(facts, feature)
-        return _merged(given, [(p, "plugin") for p in files]), note
-    hits = (facts.get("marker") or {}).get("hits") or []
-    marked = [(f, "marker-search") for f in sorted({h["file"] for h in hits if h.get("file")})]
-    cf = preflight.changed_files(facts) or {}
-    changed = [(f, "record") for f in cf.get("files") or []]
-    files = _merged(given, marked, changed)
-    if files:
-        parts = ([f"the {len(given)} installed file(s) of the diff {patch.get('path')}"] if given else []) + \
-                ([f"marker {feature.marker.literal!r} found by the inspector under "
-                  f"{(facts.get('sglang') or {}).get('package_dir')}"] if marked else []) + \
-                ([f"{len(changed)} file(s) that differ from {cf.get('record')}"] if changed else [])
-        return files, "; ".join(parts)
-    if not (facts.get("sglang") or {}).get("found"):
-        why = facts.get("error") or f"{python} on {host.name} cannot import sglang"
-        return [], f"no patched file found ({why}); pass --patched-file PATH"
-    return [], f"no file under the imported sglang holds {feature.marker.literal!r}; pass --patched-file PATH"
-
-
-def _merged(*lists: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    """One entry per path, the first source naming it."""
-    out: dict[str, str] = {}
-    for lst in lists:
-        for p, src in lst:
-            out.setdefault(p, src)
-    return list(out.items())
-
-
-def _plugin_files(facts: dict, feature) -> tuple[list[str], str]:
-    """A plugin's code and the metadata that makes sglang load it: what the entry point resolves to."""
-    disc = (facts.get("plugin") or {}).get("discovery") or {}
-    if disc.get("loaded") is None:
-        return [], f"no distribution declares entry point {feature.plugin.entry_point!r}; pass --patched-file PATH"
-    c = disc["candidates"][disc["loaded"]]
-    files = sorted(set(c.get("files") or []) | set(c.get("metadata_files") or []))
-    return files, f"plugin {feature.plugin.entry_point!r}: {c.get('distribution')} {c.get('version')} ({c.get('metadata')}), " \
-                  "its code and metadata"
+    engine = engines.of(feature)
+    if not engine.supports(PATCHED_FILES):  # its install is not searched: the diff's files, or the reason
+        if given:
+            return given, f"the files of the diff {patch.get('path')}"
+        return engine.patched_files(host, python, feature, list(argv[3:]))
+    return engine.patched_files(host, python, feature, list(argv[3:]), given=given, diff_path=(patch or {}).get("path"))
 
 
 def build(host: Host, rec: RunRecord, proof_doc: dict[str, Any], verdict: Optional[dict[str, Any]],
@@ -194,7 +160,7 @@ class GateFailed(Exception):
 def provenance(doc: dict[str, Any]) -> dict[str, Any]:
     """The receipt's acceptance provenance (read again from its command line for receipts written
     before it was recorded)."""
-    return doc.get("acceptance") or acceptance.of(doc.get("engine") or "sglang", list((doc.get("profile") or {}).get("argv") or []))
+    return doc.get("acceptance") or acceptance.of(doc.get("engine") or engines.DEFAULT, list((doc.get("profile") or {}).get("argv") or []))
 
 
 def check(host: Host, doc: dict[str, Any], *, max_age: Optional[float], now: Optional[float] = None,

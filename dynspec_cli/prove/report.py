@@ -14,6 +14,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from dynspec_cli import engines
+
 OUTCOME = {"proven": ("✓", "green", "PROVEN — the feature does its job"),
            "fails": ("✗", "red", "FAILS — the feature does not behave as expected"),
            "inconclusive": ("?", "yellow", "INCONCLUSIVE — not enough evidence"),
@@ -81,7 +83,7 @@ def render(doc: dict[str, Any], out: Console) -> None:
     if c.get("hint"):
         out.print(f"  [dim]→ {escape(c['hint'])}[/]")
     out.print(f"  threshold {'none' if doc['threshold'] is None else doc['threshold']} [dim](from {escape(doc['threshold_source'])})[/]   "
-              f"verdict {doc.get('verdict') or 'unknown'}   {doc.get('engine') or 'sglang'} {escape(str(doc.get('sglang_version') or 'unknown'))}   "
+              f"verdict {doc.get('verdict') or 'unknown'}   {doc.get('engine') or engines.DEFAULT} {escape(str(doc.get('sglang_version') or 'unknown'))}   "
               f"worker {escape(str(doc.get('worker') or 'unknown'))}")
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, expand=False)
     for col in ("step", "concurrency", "running\nbatch", "accept\nlen", "speculation", "expected", "result", "decode",
@@ -214,7 +216,7 @@ def html_report(doc: dict[str, Any]) -> str:
     t = doc["target"]
     facts = [("target", f"{t.get('run') or t.get('url')} on {t.get('host')}"), ("feature", doc["feature"]),
              ("threshold", f"{doc['threshold']} (from {doc['threshold_source']})"),
-             ("verdict", doc.get("verdict") or "unknown"), (doc.get("engine") or "sglang", doc.get("sglang_version") or "unknown"),
+             ("verdict", doc.get("verdict") or "unknown"), (doc.get("engine") or engines.DEFAULT, doc.get("sglang_version") or "unknown"),
              ("worker", doc.get("worker") or "unknown"),
              ("plan", f"steps {doc['plan']['steps']}, {doc['plan']['duration']} s and at most "
                       f"{doc['plan']['max_requests'] or 'unbounded'} requests per step")]

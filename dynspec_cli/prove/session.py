@@ -10,10 +10,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from dynspec_cli import inject
+from dynspec_cli import engines, inject
+from dynspec_cli.engines.protocol import PROVE
 from dynspec_cli.knowledge.features import Feature
-from dynspec_cli.prove import decision, observations
-from dynspec_cli.prove.decision import Conclusion, Step
+from dynspec_cli.prove import observations
+from dynspec_cli.verdict import decision
+from dynspec_cli.verdict.decision import Conclusion, Step
 from dynspec_cli.prove.plan import Plan, PlanError, parse_steps, threshold_from_argv
 from dynspec_cli.run import records
 from dynspec_cli.run.records import RunRecord
@@ -26,15 +28,17 @@ LOG_CAP = 64 << 20  # bytes of log read per step (a step at high concurrency log
 VERDICT_CAP = 32 << 20  # bytes of the launch read for the fresh verdict (start-up is in the first MBs)
 
 
-PROVE_ENGINES = ("sglang", "vllm")  # sglang's `Decode batch` lines; vLLM's stats + SpecDecoding metrics lines
 NO_THRESHOLD = "none: the feature has no threshold, speculation is expected on at every running batch"
 NO_THRESHOLD_STEPS = "1,4"
 
 
 def check_engine(feature: Feature) -> None:
-    """PlanError (one line, exit 2) for a feature of an engine prove cannot read yet."""
-    if feature.engine not in PROVE_ENGINES:
-        raise PlanError(f"prove is built for sglang only: reading {feature.engine}'s metrics lines for "
+    """PlanError (one line, exit 2) for a feature of an engine prove cannot read yet (the engine
+    does not support PROVE: no reader of its serving lines, engines/protocol.py decode_lines)."""
+    engine = engines.of(feature)
+    if not engine.supports(PROVE):
+        able = ", ".join(n for n in engines.names() if engines.get(n).supports(PROVE))
+        raise PlanError(f"prove is built for {able} only: reading {engine.name}'s metrics lines for "
                         f"{feature.name!r} is not built yet (dynspec watch / status give the run's verdict)")
 
 
@@ -81,7 +85,7 @@ class Proof:
         t = self.target
         return {
             "schema": "dynspec-prove/1",
-            "engine": self.feature.engine,
+            "engine": engines.name_of(self.feature),
             "target": {"run": t.record.name if t.record else None, "host": t.host.name, "url": t.base, "log": t.log,
                        "job_id": getattr(t.where, "job_id", None)},
             "feature": self.feature.name,
@@ -145,7 +149,8 @@ def fresh_verdict(target: Target, feature: Feature) -> tuple[Optional[dict[str, 
     from dynspec_cli.verdict.pipeline import Pipeline
 
     rec = target.record
-    pipe = Pipeline.for_record(rec, feature) if rec else Pipeline(feature, offset=target.log_offset)
+    pipe = Pipeline.for_record(rec, feature, engines.get(rec.engine)) if rec else \
+        Pipeline(feature, offset=target.log_offset, engine=engines.of(feature))
     try:
         data = target.host.read_file(target.log, target.log_offset, VERDICT_CAP)
     except (FileNotFoundError, PermissionError, IsADirectoryError) as e:
@@ -226,6 +231,7 @@ class Prover:
         self.t, self.feature, self.plan = target, feature, plan
         self.on_start, self.on_step = on_start, on_step
         self.reader = observations.LogReader(feature)
+        self.serving = engines.of(feature).serving  # its /metrics names (the load generator reports them)
         self.expect_below = feature.expect.speculate_at_or_below_threshold
 
     def gone(self) -> Optional[str]:
@@ -252,15 +258,17 @@ class Prover:
         s.meta_accept_length = sum(lens) / len(lens) if lens else None
         s.server_avg_before = _first(doc.get("server_info_before"))
         s.server_avg_after = _first(doc.get("server_info_after"))
-        s.metrics_before = (doc.get("metrics_before") or {}).get("sglang:spec_accept_length")
-        s.metrics_after = (doc.get("metrics_after") or {}).get("sglang:spec_accept_length")
+        gauge = self.serving.accept_gauge
+        s.metrics_before = (doc.get("metrics_before") or {}).get(gauge) if gauge else None
+        s.metrics_after = (doc.get("metrics_after") or {}).get(gauge) if gauge else None
         toks = [r["completion_tokens"] for r in ok if isinstance(r.get("completion_tokens"), int)]
         s.output_tokens = sum(toks) if toks else None
         # the step's decode passes by mode; a /metrics without the counter (sglang < 0.5.7) is not reported
         from dynspec_cli.evidence import graph_passes as GP
-        after = (doc.get("metrics_after") or {}).get(GP.METRIC)
+        counter = self.serving.graph_passes
+        after = (doc.get("metrics_after") or {}).get(counter) if counter else None
         if isinstance(after, dict):
-            before = (doc.get("metrics_before") or {}).get(GP.METRIC) or {}
+            before = (doc.get("metrics_before") or {}).get(counter) or {}
             s.graph_passes = GP.delta({"": before}, {"": after})[""]
         died = self.gone()
         if died is None and doc.get("stop_reason") == "server-unreachable":
@@ -313,9 +321,7 @@ class Prover:
 
 
 def _api(feature: Feature) -> str:
-    from dynspec_cli.engines import SERVING
-
-    return SERVING[feature.engine].api
+    return engines.of(feature).serving.api
 
 
 def _first(info: Optional[dict]) -> Optional[float]:

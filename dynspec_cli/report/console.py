@@ -88,24 +88,9 @@ def verdict_lines(v: dict[str, Any], *, source: str = "") -> list[Line]:
     if la.get("of", 0) > 1:
         out.append(["  ", (f"judging launch {la['index']} of {la['of']} in this file (from line {la.get('first_line')})", "dim")])
     claims = v.get("claims") or {}
-    if v.get("engine") == "vllm":  # vLLM has a model runner where sglang has an overlap scheduler
-        out.append(_fact("vllm", v.get("engine_version") or "unknown"))
-        out.append(_fact("speculative method", v["speculative_algorithm"] or "unknown"))
-        out.append(_fact("model runner", (v.get("model_runner") or "unknown").upper()))
-    else:
-        out.append(_fact("sglang", v["sglang_version"] or "unknown"))
-        algo = claims.get("speculative_algorithm") or {}
-        if v["speculative_algorithm"] or not algo.get("value"):
-            out.append(_fact("speculative algorithm", v["speculative_algorithm"] or "unknown"))
-        else:  # not resolved by sglang in this log; what the command or the running worker says
-            out.append(_fact("speculative algorithm", f"{algo['value']}  ", (f"({algo['basis']}, line {algo['line']})", "dim")))
-        req = v.get("requested") or {}
-        for dest, r in (req.get("flags") or {}).items():
-            if "effective" in r and r["effective"] != r["requested"]:
-                out.append(_fact("requested", f"{dest}={r['requested']} (line {r['requested_line']}), "
-                                              f"sglang resolved {r['effective']} (line {r['effective_line']})"))
-        ov = v["overlap_schedule"]
-        out.append(_fact("overlap scheduler", "unknown" if ov is None else ("on" if ov else "off")))
+    # the engine's own lines: its release, what speculates, its switches (engines/protocol.py report_facts)
+    for label, value, detail in _engine_of(v).report_facts(v):
+        out.append(_fact(label, value, (detail, "dim")) if detail else _fact(label, value))
     w = v["worker"]
     if w.get("class"):
         out.append(_fact("worker", f"{w['class']}  ", (f"({w['module']})", "dim")))
@@ -145,6 +130,13 @@ def verdict_lines(v: dict[str, Any], *, source: str = "") -> list[Line]:
     return out
 
 
+def _engine_of(doc: dict[str, Any]):
+    """The engine a document is from (one that names none is the registry DEFAULT's)."""
+    from dynspec_cli import engines
+
+    return engines.get(doc.get("engine") or engines.DEFAULT)
+
+
 def decode_graphs_text(cp: Any) -> str:
     """One line of a verdict's compute_path: what was captured, where decode ran eager ("" if it says nothing)."""
     if not isinstance(cp, dict):
@@ -167,13 +159,14 @@ def decode_graphs_text(cp: Any) -> str:
 
 def preflight_lines(r: dict[str, Any]) -> list[Line]:
     mark, colour = MARK[r["verdict"]]
+    engine = _engine_of(r)
     head = {"reachable": "the patched code is on the path of the worker that will run",
-            "dead": "the patched code cannot run with this sglang, env and flags",
+            "dead": f"the patched code cannot run with this {engine.title}, env and flags",
             "unknown": "could not determine it",
             "ineffective": "the patched code is reachable, but this draft will accept nothing"}[r["verdict"]]
     out: list[Line] = [[(f"{mark} PREFLIGHT {r['verdict'].upper()}", f"bold {colour}"), f" — {head}"]]
-    out.append(_fact("sglang", f"{r['sglang_version'] or 'unknown'}  ({r['sglang_path'] or 'not importable'})"
-                               + ("  editable" if r.get("editable") else "")))
+    for label, value, detail in engine.preflight_facts(r):  # the release found and where
+        out.append(_fact(label, value, (detail, "dim")) if detail else _fact(label, value))
     w = r["worker"]
     out.append(_fact("worker", f"{w['class']}  ({w['module']})" if w.get("class") else "unknown"))
     if w.get("basis"):
@@ -206,7 +199,7 @@ def preflight_lines(r: dict[str, Any]) -> list[Line]:
     for p in r["patched"] or []:
         out.append(_fact("patch", f"{p['class'] + '.' if p.get('class') else ''}{p.get('function') or '?'} at {p.get('file')}:{p.get('line')}"))
     if not r["patched"]:
-        out.append(_fact("patch", "not found in the plugin code sglang loads" if r.get("plugin") else "not found in this install"))
+        out.append(_fact("patch", f"not found in the plugin code {engine.title} loads" if r.get("plugin") else "not found in this install"))
     if r.get("hunks"):
         out.append(_fact("hunks of --patch", f"{len(r['hunks'])}: the behaviour hunks decide; the marker's only announces"))
         out += hunk_lines(r["hunks"])
@@ -232,7 +225,7 @@ _REACH = {"reachable": ("✓", "green"), "not reachable": ("✗", "red"), "unkno
 
 def hunk_lines(hunks: list[dict[str, Any]]) -> list[Line]:
     """One line per hunk scope (mark, where, role, reach) and its reason underneath."""
-    from dynspec_cli.verdict.hunks import where
+    from dynspec_cli.verdict.result import where
 
     out: list[Line] = []
     for h in hunks:

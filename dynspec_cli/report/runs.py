@@ -108,12 +108,13 @@ class LaunchScreen:
 
     def preflight(self, result: dict) -> None:
         if not self.json_out:
-            from dynspec_cli.report.console import render_preflight
             from dynspec_cli import engines
+            from dynspec_cli.report.console import render_preflight
 
-            as_text = engines.get(result.get("engine") or "sglang").preflight_text
-            if as_text is not None:  # an engine whose preflight report is plain text (vLLM)
-                self.out.print(as_text(result), markup=False, highlight=False)
+            # (a result without "engine" is the DEFAULT engine's: its documents carry no such key)
+            text = engines.get(result.get("engine") or engines.DEFAULT).preflight_text(result)
+            if text is not None:  # an engine whose preflight report is plain text (vLLM)
+                self.out.print(text, markup=False, highlight=False)
             else:
                 render_preflight(result, self.out)
 

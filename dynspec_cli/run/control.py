@@ -10,8 +10,8 @@ import json
 import time
 from typing import Optional
 
-from dynspec_cli import inject
-from dynspec_cli.evidence.rules import LAUNCH_PREFIX
+from dynspec_cli import engines, inject
+from dynspec_cli.evidence.observation import LAUNCH_PREFIX
 from dynspec_cli.knowledge.features import Feature
 from dynspec_cli.run import ownership, records, sigint
 from dynspec_cli.run.profiles import Profile
@@ -49,12 +49,11 @@ def health(host: Host, python: str, port: int, paths: tuple[str, ...]) -> tuple[
     return bool(doc.get("ok")), doc.get("status") or str(doc.get("error"))
 
 
-def probe_env_on(host: Host, python: str, targets: list[dict], profile_env: dict[str, str]) -> dict[str, str]:
-    """Put the probe folder on the host (a versioned copy under ~/.dynspec/probe/ for remote hosts)
-    and return the environment additions that inject it."""
+def probe_env_on(host: Host, python: str, probe_setup, targets: list[dict], profile_env: dict[str, str]) -> dict[str, str]:
+    """Put the probe folder (the engine's `probe`, engines/protocol.py ProbeSetup) on the host (a
+    versioned copy under ~/.dynspec/probe/ for remote hosts) and return the environment additions
+    that inject it."""
     import hashlib
-
-    from dynspec_cli.run import probe as probe_setup
 
     if host.shares_local_files:
         pdir = str(probe_setup.PROBE_DIR)
@@ -108,7 +107,7 @@ def start(host: Host, prof: Profile, feature: Feature, *, replace: bool, sglang_
                     log=log, log_offset=offset, log_line_base=line_base, port=prof.port, started_at=records.now(),
                     feature=feature.name, patched_class=list(prof.patched_class), sglang_version=sglang_version,
                     python=prof.python, cwd=prof.workdir, probe=bool(extra_env and "DYNSPEC_PROBE" in extra_env),
-                    engine=prof.engine or feature.engine, patch=patch,
+                    engine=prof.engine or engines.name_of(feature), patch=patch,
                     state=records.STARTING, token=token, launcher=records.launcher_id(),
                     pid_file=records.pid_file_path(host, prof.name, token))
     spawning = False
@@ -259,11 +258,13 @@ def _alive(host: Host, rec: RunRecord, doc: Optional[dict] = None) -> tuple[bool
 def _judge(data: bytes, start: int, rec: RunRecord, feature_loader, *, alive: bool, quiet_for: float) -> Optional[str]:
     """The verdict of the log from byte `start` on. A live process's log that shows a crash and
     has been quiet since is crashed (as watch decides), not "inconclusive"."""
+    from dynspec_cli import engines
     from dynspec_cli.verdict.pipeline import Pipeline
 
     feature = feature_loader(rec.feature)
-    pipe = Pipeline.for_record(rec, feature) if start == rec.log_offset else \
-        Pipeline(feature, rec.patched_class or None, rec.sglang_version, offset=start, engine=rec.engine)
+    engine = engines.get(rec.engine)
+    pipe = Pipeline.for_record(rec, feature, engine) if start == rec.log_offset else \
+        Pipeline(feature, rec.patched_class or None, rec.sglang_version, offset=start, engine=engine)
     pipe.feed(data)
     pipe.flush()
     return pipe.verdict(at_eof=not alive, quiet_for=quiet_for).verdict

@@ -13,10 +13,10 @@ from dynspec_cli.transport import Host
 
 
 def preflight_result(host: Host, prof: Profile, feature: Feature) -> dict[str, Any]:
-    """The engine's preflight (engines/__init__.py) on the profile's server flags."""
+    """The engine's preflight (engines/protocol.py) on the profile's server flags."""
     from dynspec_cli import engines
 
-    engine = engines.get(prof.engine or feature.engine)
+    engine = engines.get(prof.engine or engines.name_of(feature))
     diff = _diff(prof, feature)
     pre = engine.preflight(host, prof.python, feature, prof.argv()[3:], prof.env, prof.patched_class or None,
                            patch_diff=diff[1] if diff else None)
@@ -39,14 +39,14 @@ def _diff(prof: Profile, feature: Feature) -> Optional[tuple[str, str]]:
 def start_prepared(host: Host, prof: Profile, feature: Feature, *, pre: Optional[dict[str, Any]], probe: bool,
                    replace: bool, sglang_version: Optional[str] = None) -> RunRecord:
     """Probe (when asked and there is something to instrument), then start the server."""
-    from dynspec_cli.run import probe as probe_setup
-    from dynspec_cli.engines import SERVING
+    from dynspec_cli import engines
 
+    engine = engines.get(prof.engine or engines.name_of(feature))
     extra = None
-    if probe and SERVING[prof.engine or feature.engine].probe:  # no in-server probe for vLLM yet
-        targets = probe_setup.probe_targets(feature, pre, prof.patched_class or None)
-        extra = control.probe_env_on(host, prof.python, targets, prof.env) if targets else None
-    version = (pre or {}).get("sglang_version") or sglang_version or prof.sglang_version
+    if probe and engine.probe is not None:  # (an engine without an in-server probe starts as it is)
+        targets = engine.probe.probe_targets(feature, pre, prof.patched_class or None)
+        extra = control.probe_env_on(host, prof.python, engine.probe, targets, prof.env) if targets else None
+    version = engine.release_of(pre) or sglang_version or prof.sglang_version
     patch = (pre or {}).get("patch")
     diff = _diff(prof, feature) if patch is None else None
     if diff:  # --no-preflight: the diff's path and sha256, its files unknown

@@ -1,6 +1,6 @@
 """Profiles: TOML files saying what to start where (host, python, env, server flags, port,
 log, feature, engine). Users keep their own; `configs/profiles/` has examples. The engine
-(`engine = "vllm"`, or the feature's) decides the command line (engines/__init__.py's SERVING)."""
+(its `engine =`, or the feature's) decides the command line (the engine's `serving`, engines/protocol.py)."""
 from __future__ import annotations
 
 import re
@@ -24,8 +24,8 @@ class Profile(msgspec.Struct, forbid_unknown_fields=True):
     host: str = "local"  # "local", an ssh_config alias, or user@host[:port]
     python: str = "python3"  # the interpreter that runs the server (and imports the patched sglang)
     workdir: Optional[str] = None
-    engine: Optional[str] = None  # "sglang" | "vllm"; default: the feature's engine (see for_feature)
-    module: Optional[str] = None  # default: the engine's server module (sglang.launch_server, vllm's CLI)
+    engine: Optional[str] = None  # a name in the engine registry; default: the feature's engine (see for_feature)
+    module: Optional[str] = None  # default: the engine's server module (Serving.module)
     model: Optional[str] = None  # vllm: `vllm serve MODEL`; sglang: --model-path MODEL (or flags.model-path)
     port: int = 30000
     log: str = "~/.dynspec/logs/{name}.log"
@@ -54,13 +54,13 @@ class Profile(msgspec.Struct, forbid_unknown_fields=True):
         for k in self.flags:
             if not _FLAG_NAME.match(k):
                 raise ValueError(f"flags: {k!r} is not a server flag name (like 'model-path')")
-        if self.engine is not None and self.engine not in engines.SERVER_ENGINES:
-            raise ValueError(f"engine {self.engine!r}: choose one of {', '.join(engines.SERVER_ENGINES)}")
+        if self.engine is not None and self.engine not in engines.names():
+            raise ValueError(f"engine {self.engine!r}: choose one of {', '.join(engines.names())}")
         if self.ready_timeout <= 0:
             raise ValueError("ready_timeout must be positive")
 
     def argv(self) -> list[str]:
-        serving = engines.SERVING[self.engine or engines.DEFAULT]
+        serving = engines.get(self.engine or engines.DEFAULT).serving
         out = [self.python, "-m", self.module or serving.module, *serving.command]
         if self.model:
             out += [serving.model_flag, self.model] if serving.model_flag else [self.model]
@@ -141,18 +141,19 @@ def load_profile(ref: str) -> Profile:
 def for_feature(prof: Profile, feature) -> Profile:
     """The profile with its engine settled: its own `engine`, else its feature's. A profile whose
     engine is not the one its feature's patch is for is refused (ConfigError: one line, exit 2)."""
-    if prof.engine is not None and prof.engine != feature.engine:
+    engine = engines.name_of(feature)
+    if prof.engine is not None and prof.engine != engine:
         raise ConfigError(f"{prof.source or prof.name}: engine {prof.engine!r}, but feature {feature.name!r} is a "
-                          f"{feature.engine} patch; set feature to a {prof.engine} feature")
-    return msgspec.structs.replace(prof, engine=feature.engine)
+                          f"{engine} patch; set feature to a {prof.engine} feature")
+    return msgspec.structs.replace(prof, engine=engine)
 
 
 def single_engine(prof: Profile, feature, what: str) -> None:
     """Group and Slurm launches compute the engine's multi-node flags: a profile of an engine without
     them is refused there (one line, exit 2) until they are built for it."""
     engine = for_feature(prof, feature).engine
-    if not engines.SERVING[engine].multi_node:
-        able = ", ".join(n for n in engines.SERVER_ENGINES if engines.SERVING[n].multi_node)
+    if not engines.get(engine).serving.multi_node:
+        able = ", ".join(n for n, s in engines.all_serving().items() if s.multi_node)
         raise ConfigError(f"{prof.source or prof.name}: {what} is built for {able} only, not {engine}; "
                           f"start one {engine} server with dynspec launch")
 

@@ -13,6 +13,7 @@ from typing import Any, Optional
 
 import msgspec
 
+from dynspec_cli import engines
 from dynspec_cli.transport import Host
 
 RUNS_DIR = "~/.dynspec/runs"  # "~/.dynspec" stands for the host's dynspec home (see expand)
@@ -46,7 +47,9 @@ class RunRecord(msgspec.Struct):
     token: Optional[str] = None  # launch token: DYNSPEC_RUN_ID=<token> in the server's environment
     pid_file: Optional[str] = None  # written by the spawn itself before the server runs
     launcher: Optional[str] = None  # the dynspec process that wrote a "starting" record (see launcher_id)
-    engine: str = "sglang"  # whose log and readiness (dynspec_cli/engines/__init__.py)
+    # whose log and readiness (a name in the engine registry); a record written before records named
+    # their engine is the registry's DEFAULT's
+    engine: str = engines.DEFAULT
     unwatched: Optional[str] = None  # why the launch that owned it stopped watching it, leaving it running (--keep/--detach)
     # the run's diff (--patch / profile `patch`): {path, sha256, files[] (installed), hunks[]} (run/patchfile.py)
     patch: Optional[dict] = None

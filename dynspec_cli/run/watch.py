@@ -30,7 +30,7 @@ class Watched:
 
     verdict: Optional[Verdict] = None
     why: str = ""  # decided | ready | exited | timeout | stalled | stopped | ended
-    ready: bool = False  # the engine's readiness path answered 200 (sglang /health_generate, vllm /health)
+    ready: bool = False  # the engine's readiness path answered 200 (Serving.readiness)
     health: Optional[str] = None
     stalled: bool = False
     pipeline: Optional[Pipeline] = field(default=None, repr=False)
@@ -56,7 +56,7 @@ def follow_run(host: Host, rec: RunRecord, feature: Feature, *, timeout: Optiona
     group is gone, the log makes no progress for `stall_timeout` s before live, `stop` is set,
     or `timeout`."""
     w = state or Watched()
-    pipe = Pipeline.for_record(rec, feature)
+    pipe = Pipeline.for_record(rec, feature, engines.get(rec.engine))
     w.pipeline = pipe
 
     def publish(v: Verdict) -> None:
@@ -84,7 +84,7 @@ def follow_run(host: Host, rec: RunRecord, feature: Feature, *, timeout: Optiona
             return pipe.final(exited=True)
         if need_ready and not w.ready and v.verdict in LIVE and pipe.decided(v) and v.server_ready:
             try:
-                ok, text = control.health(host, rec.python, rec.port, engines.SERVING[rec.engine].readiness)
+                ok, text = control.health(host, rec.python, rec.port, engines.get(rec.engine).serving.readiness)
             except TransportError:
                 ok, text = False, None
             w.health = text

@@ -2,12 +2,13 @@
 
 Every caller judges a log through here: `verify` (a whole file, or a growing one), launch and
 watch (a stream of follow events from any host), group (one stream per node), prove (a slice
-read now) and the tests. Three entry points, one per shape of input:
+read now) and the tests. Three entry points, one per shape of input, each given the engine
+(engines/protocol.py: its classifier and its judge; the caller asks the registry for it):
 
-    judge_bytes(data, feature)                    # bytes already in memory
-    judge_file(path, feature)                     # a file on this machine (huge ones read in parts),
-                                                  # or a Stream (stdin, a pipe) read to its end
-    judge_stream(events, Pipeline(feature), ...)  # a growing log: stops once the verdict is decided
+    judge_bytes(data, feature, engine=e)                    # bytes already in memory
+    judge_file(path, feature, engine=e)                     # a file on this machine (huge ones read in
+                                                            # parts), or a Stream (stdin, a pipe) to its end
+    judge_stream(events, Pipeline(feature, engine=e), ...)  # a growing log: stops once the verdict is decided
 """
 from __future__ import annotations
 
@@ -19,7 +20,6 @@ from typing import BinaryIO, Callable, Iterable, Optional
 from dynspec_cli.evidence import bigfile
 from dynspec_cli.evidence.scan import Feeder, LogError, Stream, feed_file, feed_stream, open_log
 from dynspec_cli.knowledge.features import Feature
-from dynspec_cli import engines
 from dynspec_cli.verdict.result import Verdict
 
 Tick = Callable[[Verdict, float], Optional[Verdict]]
@@ -31,18 +31,18 @@ class Pipeline:
     (the same numbers `dynspec verify` prints for that file)."""
 
     def __init__(self, feature: Feature, patched: Optional[list[str]] = None, version: Optional[str] = None, *,
-                 line_base: int = 0, offset: int = 0, engine: str = "sglang") -> None:
-        e = engines.get(engine)  # the engine's classifier and judge (engines/__init__.py)
+                 engine, line_base: int = 0, offset: int = 0) -> None:
         self.feature = feature
-        self.judge = e.judge(feature, patched, version)
-        self.feeder = Feeder(e.classifier(feature), self.judge, no=line_base, offset=offset)
+        self.engine = engine  # its classifier and judge (engines/protocol.py Engine)
+        self.judge = engine.judge(feature, patched, version)
+        self.feeder = Feeder(engine.classifier(feature), self.judge, no=line_base, offset=offset)
 
     @classmethod
-    def for_record(cls, rec, feature: Feature, *, from_start: bool = True) -> "Pipeline":
-        """For a run record's launch (its log from the launch's first byte)."""
+    def for_record(cls, rec, feature: Feature, engine, *, from_start: bool = True) -> "Pipeline":
+        """For a run record's launch (its log from the launch's first byte), by `engine`, the record's."""
         return cls(feature, rec.patched_class or None, rec.sglang_version,
                    line_base=getattr(rec, "log_line_base", 0) or 0, offset=rec.log_offset if from_start else 0,
-                   engine=getattr(rec, "engine", "sglang"))
+                   engine=engine)
 
     # --- bytes in -------------------------------------------------------------------------
     def feed(self, data: bytes) -> None:
@@ -83,14 +83,14 @@ class Pipeline:
 
 
 def judge_bytes(data: bytes, feature: Feature, patched: Optional[list[str]] = None,
-                version: Optional[str] = None) -> Verdict:
-    p = Pipeline(feature, patched, version)
+                version: Optional[str] = None, *, engine) -> Verdict:
+    p = Pipeline(feature, patched, version, engine=engine)
     p.feed(data)
     return p.final()
 
 
 def judge_file(path: str, feature: Feature, patched: Optional[list[str]] = None,
-               version: Optional[str] = None, *, engine: str = "sglang", source: Optional[Stream] = None) -> Verdict:
+               version: Optional[str] = None, *, engine, source: Optional[Stream] = None) -> Verdict:
     """A complete log file, or `source` (a Stream) to its end; LogError (one line) when it is not a
     readable text log."""
     if source is not None:
@@ -110,7 +110,7 @@ def judge_file(path: str, feature: Feature, patched: Optional[list[str]] = None,
 
 def judge_growing(path: str, feature: Feature, patched: Optional[list[str]] = None, version: Optional[str] = None,
                   *, timeout: Optional[float], on_update: Callable[[Verdict], None] | None = None,
-                  events=None, engine: str = "sglang", source: Optional[Stream] = None) -> Verdict:
+                  events=None, engine, source: Optional[Stream] = None) -> Verdict:
     """A file on this machine as it grows: returns as soon as the verdict is decided (or at
     `timeout`). A file not there yet is waited for (as tail -F), within `timeout`: the shell that
     runs `nohup sglang ... > LOG &` may not have created it yet. `events` replaces following the
@@ -227,7 +227,8 @@ def _judge_big_file(fh: BinaryIO, size: int, p: Pipeline) -> Verdict:
     """The newest launch of a huge log: its start-up until steady state, then the file's tail
     (evidence/bigfile.py says where); line numbers are not counted, offsets are."""
     feeder, judge = p.feeder, p.judge
-    dump = bigfile.rfind_in_file(fh, size, bigfile.NEEDLE)
+    needle = p.engine.launch_boundary
+    dump = bigfile.rfind_in_file(fh, size, needle) if needle else -1
     if dump < 0:  # no launch boundary to jump to: read it all
         feed_file(fh, feeder)
         return p.final()

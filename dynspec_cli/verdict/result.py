@@ -40,18 +40,17 @@ class Verdict:
     launch: dict[str, Any]
     missing: list[str] = field(default_factory=list)
     probe: Optional[dict[str, Any]] = None
-    claims: Optional[dict[str, Any]] = None  # each claim proven with its line, or null (verdict/claims.py)
+    claims: Optional[dict[str, Any]] = None  # each claim proven with its line, or null (engines/sglang/claims.py)
     requested: Optional[dict[str, Any]] = None  # the log's launch command next to what server_args resolved
-    engine: str = "sglang"  # whose log it is (engines/__init__.py)
-    compute_path: Optional[dict[str, Any]] = None  # CUDA graphs captured and used (verdict/compute_path.py); null: not judged
+    engine: str = ""  # whose log it is (the engine's name, engines/__init__.py)
+    compute_path: Optional[dict[str, Any]] = None  # CUDA graphs captured and used (engines/sglang/compute_path.py); null: not judged
     stopped: Optional[dict[str, Any]] = None  # the server was asked to stop: the signal, its line, the exits after it
     # the kinds of evidence: the marker, the effect (Decode batch lines by running batch against the
     # threshold), and which of them the verdict rests on (`verdict_from`)
     evidence: Optional[dict[str, Any]] = None
-
-    @property
-    def sglang_version(self) -> Optional[str]:
-        return self.engine_version if self.engine == "sglang" else None
+    # the engine's own JSON key of its release, written beside engine_version (engines/protocol.py
+    # version_key: the name its consumers read, e.g. "sglang_version"); None: engine_version only
+    version_key: Optional[str] = None
 
     @property
     def exit_code(self) -> int:
@@ -81,8 +80,8 @@ class Verdict:
             "stopped": self.stopped,
             "evidence": self.evidence,
         }
-        if self.engine == "sglang":  # (the name every sglang consumer reads; no other engine's verdict has it)
-            doc["sglang_version"] = self.engine_version
+        if self.version_key:  # (the name the engine's consumers read; an engine without one has engine_version only)
+            doc[self.version_key] = self.engine_version
         if self.claims:  # the top-level facts are the claims' values: null when the evidence does not say
             for key in TOP_LEVEL:
                 doc[key] = self.claims[key]["value"]
@@ -111,3 +110,11 @@ def empty_message(text_lines: int, engine: str) -> str:
 
 def clip_text(text: str, n: int = 300) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def where(e: dict) -> str:
+    """A scope of a file a document names (a hunk of a diff, a marker hit): `Class.function (file:a-b)`."""
+    name = ".".join(x for x in (e.get("class"), e.get("function")) if x) or "(module)"
+    lines = e.get("lines")
+    at = f"{e['file']}:{lines[0]}" + (f"-{lines[1]}" if lines and lines[1] != lines[0] else "") if lines else e["file"]
+    return f"{name} ({at})"

@@ -4,7 +4,7 @@ class whose hunk only logs the marker. The diff is `git diff` of a real wheel's 
 signature closing at line 660, read by a person in the wheel)."""
 import subprocess
 
-from dynspec_cli.verdict import diffclasses
+from dynspec_cli.engines.sglang import diffclasses
 from tests.support import wheels
 
 VERSION = "0.5.12.post1"

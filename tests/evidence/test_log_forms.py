@@ -4,8 +4,11 @@ real excerpt in tests/fixtures/logs/issues/ (file number in the comment); the ex
 what a person reads in it."""
 import pytest
 
-from dynspec_cli.evidence import frames
+from dynspec_cli.engines.sglang import frames
+from dynspec_cli import engines
 from dynspec_cli.evidence.commands import CommandReader, parse_flags
+
+SGLANG = engines.get("sglang").tables  # (whose launch_flags.toml reads the commands)
 from dynspec_cli.evidence.lines import parse_message
 from tests.support.logs import judge_text
 
@@ -41,14 +44,14 @@ def test_journald_prefix_is_removed():
 
 def test_launch_command_flags():
     # 46 and 47: argparse accepts --speculative-algo for --speculative-algorithm
-    flags = parse_flags(" --model-path m --speculative-algo STANDALONE --speculative-draft-model-path d")
+    flags = parse_flags(" --model-path m --speculative-algo STANDALONE --speculative-draft-model-path d", SGLANG)
     assert flags == {"speculative_algorithm": "STANDALONE"}
-    flags = parse_flags(" --speculative-eagle-topk=8 --tp 2 --disable-overlap-schedule --nnodes $N")
+    flags = parse_flags(" --speculative-eagle-topk=8 --tp 2 --disable-overlap-schedule --nnodes $N", SGLANG)
     assert flags == {"speculative_eagle_topk": 8, "tp_size": 2, "disable_overlap_schedule": True}
 
 
 def test_launch_command_continued_over_lines():
-    r = CommandReader()  # 63: a k8s args block
+    r = CommandReader(SGLANG)  # 63: a k8s args block
     assert r.feed("          python3 -m sglang.launch_server \\") == ("command", {})
     assert r.feed("          --tensor-parallel-size 16 \\") == ("command-cont", {"tp_size": 16})
     assert r.feed("          --nnodes 2") == ("command-cont", {"nnodes": 2})
@@ -59,7 +62,7 @@ def test_launch_command_continued_over_lines():
 
 def test_quoted_entrypoint_warning_is_not_a_command():
     # sglang's own warning quotes the entry point (warnings.toml launch-server-entrypoint)
-    r = CommandReader()
+    r = CommandReader(SGLANG)
     assert r.feed("'python -m sglang.launch_server' is still supported, but 'sglang serve' is the recommended entrypoint.") is None
     assert r.feed("sglang serve --model-path m --speculative-algorithm NGRAM") == ("command", {"speculative_algorithm": "NGRAM"})
 
@@ -72,7 +75,7 @@ def test_quoted_entrypoint_warning_is_not_a_command():
     ("penaltylib/orchestrator.py", None),
 ])
 def test_worker_module_of_a_frame(path, module):
-    from dynspec_cli.knowledge.sglang import knowledge
+    from dynspec_cli.engines.sglang.knowledge import knowledge
     assert frames.worker_module(path, {c.module for c in knowledge().classes}) == module
 
 

@@ -40,7 +40,7 @@ def test_real_launcher_log_verdict(meta_path):
     if exp["verdict"] == "dead" and meta["patched"]:
         assert "DS201" in codes  # the worker named above is not (a subclass of) EAGLEWorkerV2
     if meta["patched"]:  # (an argparse error says nothing about the release)
-        assert v.sglang_version is not None and in_span(meta["sglang_version"], v.sglang_version)
+        assert v.engine_version is not None and in_span(meta["sglang_version"], v.engine_version)
 
 
 def in_span(version: str, span: str) -> bool:

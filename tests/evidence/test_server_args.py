@@ -1,4 +1,4 @@
-from dynspec_cli.evidence.server_args import parse_dump
+from dynspec_cli.engines.sglang.server_args import parse_dump
 
 
 def test_dataclass_repr_with_nested_values_and_quotes():

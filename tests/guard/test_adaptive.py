@@ -6,11 +6,12 @@ s - 0.5; from 0 steps a probe at every update) and arg_groups/cuda_graph_hook.py
 the batch sizes 1-8, then 10-32 by 2, 40-64 by 4, are captured, and a batch is padded up to one)."""
 import json
 
-from dynspec_cli.guard import adaptive as A
+from dynspec_cli.engines.sglang import adaptive as A
 from dynspec_cli.guard import windows as W
 from dynspec_cli.knowledge.features import load_feature
-from dynspec_cli.knowledge.sglang import knowledge
-from dynspec_cli.prove.observations import Decode, classifier
+from dynspec_cli.engines.sglang.knowledge import knowledge
+from dynspec_cli import engines
+from dynspec_cli.evidence.observation import Decode
 from dynspec_cli.transport.local import LocalHost
 
 FEATURE = load_feature("speculative-adaptive")
@@ -112,7 +113,7 @@ def test_controller_lines_before_the_benchmark_prime_each_rank():
            "[2026-12-05 12:04:25 DP1] Adaptive spec params updated: steps 3 -> 5 (ema_accept_len=2.60)\n"
            "[2026-12-05 12:04:25 DP1] Switch adaptive runtime state: steps 3 -> 5, draft_tokens 4 -> 6\n")
     t = A.Tracker()
-    A.prime(t, classifier(DSD), log)
+    A.prime(t, engines.of(DSD).classifier(DSD), log)
     assert t.first_tier == [1, 3, 5, 7]
     got = t.cut()
     assert (got["DP0"].steps, got["DP1"].steps) == (3, 5) and got["DP1"].moves == 0  # before the benchmark: no moves

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 from dynspec_cli.evidence.scan import Feeder
-from dynspec_cli.guard import adaptive as A
+from dynspec_cli.engines.sglang import adaptive as A
 from dynspec_cli.guard import windows as W
 from dynspec_cli.knowledge.features import load_feature
-from dynspec_cli.knowledge.sglang import knowledge
-from dynspec_cli.prove.observations import DecodeLines, classifier
+from dynspec_cli.engines.sglang.knowledge import knowledge
+from dynspec_cli import engines
 
 HERE = Path(__file__).resolve().parents[1] / "fixtures" / "logs" / "gpu-h100" / "0.5.12.post1-adaptive"
 STAMP = re.compile(rb"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)")
@@ -33,8 +33,8 @@ def replay(name: str):
     ended = report["benchmark"]["ended_at"]
     feature = load_feature(receipt["feature"])
     threshold = receipt["prove"]["threshold"]
-    cls = classifier(feature)
-    tracker, lines = A.Tracker(), DecodeLines("sglang")
+    cls = engines.of(feature).classifier(feature)
+    tracker, lines = A.Tracker(), engines.get("sglang").decode_lines()
     before, during = [], []
     for raw in (HERE / f"{name}.log").read_bytes().splitlines(keepends=True):
         m = STAMP.match(raw)
@@ -121,7 +121,7 @@ def test_the_recorded_lines_are_the_rows(name):
             if obs.kind == "landmark" and obs.id in A.LINES:
                 got.append((obs.id, obs.data.get("new") or obs.data.get("steps")))
 
-    f = Feeder(classifier(load_feature("dynamic-spec-disable")), Sink(), numbered=False)
+    f = Feeder(engines.get("sglang").classifier(load_feature("dynamic-spec-disable")), Sink(), numbered=False)
     f.feed(("\n".join(written) + "\n").encode())
     f.flush()
     assert len(got) == len(written)

@@ -4,15 +4,17 @@ same dump with the counter's lines taken out, which is what releases before 0.5.
 metrics collector has no such Counter): "not reported", never eager."""
 from pathlib import Path
 
+from dynspec_cli import engines
 from dynspec_cli.evidence import graph_passes as GP
 from dynspec_cli.guard import windows as W
-from dynspec_cli.prove.observations import Decode
+from dynspec_cli.evidence.observation import Decode
 
 REAL = Path(__file__).parents[1] / "fixtures/logs/gpu-h200/0.5.12.post1/metrics-after-prove.txt"
+COUNTER = engines.get("sglang").serving.graph_passes  # the counter the engine names
 
 
 def test_real_metrics_counter_by_mode():
-    got = GP.passes(GP.parse_text(REAL.read_text()))
+    got = GP.passes(GP.parse_text(REAL.read_text()), COUNTER)
     # read from the file: one scheduler (tp_rank 0, no dp_rank), prefill_none 175, decode_cuda_graph 6232
     assert got == {"": {"prefill_none": 175.0, "decode_cuda_graph": 6232.0}}
     assert GP.decode_split(got[""]) == (6232, 0)
@@ -25,8 +27,8 @@ def _without_counter() -> str:
 def test_metrics_without_the_counter_is_not_reported():
     series = GP.parse_text(_without_counter())
     assert any(n == "sglang:num_running_reqs" for n, _, _ in series)  # the rest of /metrics is there
-    assert GP.passes(series) is None
-    assert GP.delta(GP.passes(series), GP.passes(series)) is None
+    assert GP.passes(series, COUNTER) is None
+    assert GP.delta(GP.passes(series, COUNTER), GP.passes(series, COUNTER)) is None
     w = W.Window(1, 0, 10)
     w.ranks = {"": W.RankWindow("")}
     W.judge_graph(w, True)

@@ -6,7 +6,7 @@ import pytest
 
 from dynspec_cli.guard import windows as W
 from dynspec_cli.guard.watch import Guard, Guarded
-from dynspec_cli.engines import SERVING
+from dynspec_cli import engines
 
 
 def sample(t, gen, reqs, verify, steps):
@@ -18,7 +18,8 @@ def sample(t, gen, reqs, verify, steps):
 def test_num_steps_per_rank_and_tokens_per_verify():
     g = Guard.__new__(Guard)
     g.ranks, g.prev_sample, g.startup_time = ["DP0", "DP1"], None, None
-    g.serving = SERVING["sglang"]
+    g.engine = engines.get("sglang")
+    g.serving = g.engine.serving
     w = W.Window(1, 0, 10, ranks={r: W.RankWindow(r) for r in g.ranks})
     # 4 requests finished, 404 tokens: 400 from 100 verify passes (the 4 first tokens come from prefill)
     g.metrics(w, Guarded(None), [sample(1.0, 1000, 10, 300, 3), sample(2.0, 1404, 14, 400, 1)])

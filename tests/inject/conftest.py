@@ -1,4 +1,4 @@
-"""Run dynspec_cli/inject/inspector/ the way dynspec does: as a separate process under a real
+"""Run dynspec_cli/engines/sglang/inspector/ the way dynspec does: as a separate process under a real
 interpreter (`python -c BOOTSTRAP`; the bundled program and its JSON input on stdin), against copies
 of real published sglang wheels."""
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Callable, Mapping, Optional, Union
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-INSPECTOR = REPO / "dynspec_cli" / "inject" / "inspector"
+INSPECTOR = REPO / "dynspec_cli" / "engines" / "sglang" / "inspector"
 
 # the default cwd of inspector runs (sys.path[0] for `python -c`): a directory that holds no modules
 EMPTY_CWD = Path(tempfile.mkdtemp(prefix="dynspec-inspector-cwd-"))
@@ -59,16 +59,16 @@ def run_inspector(args: Union[dict, str, None], *, python: str = sys.executable,
                   cwd: Optional[os.PathLike] = None, in_place: bool = False, host_env: Optional[Mapping] = None,
                   timeout: float = 300) -> Run:
     """Run the inspector; assert stdout is exactly one JSON document and no traceback went to stderr only.
-    in_place: `python -m dynspec_cli.inject.inspector` from the repository instead of the bundle.
+    in_place: `python -m dynspec_cli.engines.sglang.inspector` from the repository instead of the bundle.
     host_env: environment sent on stdin, as preflight sends the server's (`env` is the process's own)."""
     from dynspec_cli import inject
 
     data = b"" if args is None else (args if isinstance(args, str) else json.dumps(args)).encode("utf-8")
     if in_place:
-        cmd, stdin = [python, "-m", "dynspec_cli.inject.inspector"], data
+        cmd, stdin = [python, "-m", "dynspec_cli.engines.sglang.inspector"], data
         env = dict(env if env is not None else clean_env(), PYTHONPATH=str(REPO))
     else:
-        cmd, stdin = inject.command(python), inject.stdin(inject.program("inspector"), data, host_env)
+        cmd, stdin = inject.command(python), inject.stdin(inject.program("engines/sglang/inspector"), data, host_env)
     # cwd is sys.path[0] for `python -c`: default to a directory that holds no sglang
     proc = subprocess.run(cmd, input=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           env=dict(env) if env is not None else clean_env(), cwd=cwd or EMPTY_CWD,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from dynspec_cli.knowledge.sglang import knowledge
+from dynspec_cli.engines.sglang.knowledge import knowledge
 from tests.inject.conftest import (MARKER, PY38, PY310, PY312, VERSIONS, base_args, clean_env, file_entry, hits_in,
                                    rewrite, run_inspector)
 from tests.support import sglang_patch
@@ -442,7 +442,7 @@ def test_other_interpreters(site_copy, python, version):
 
 
 def test_the_folder_runs_in_place_too(site_copy, tmp_path):
-    """`python -m dynspec_cli.inject.inspector` (debugging) gives the bundle's document."""
+    """`python -m dynspec_cli.engines.sglang.inspector` (debugging) gives the bundle's document."""
     site = site_copy("0.5.9")
     bundled = run_inspector(base_args(site), cwd=tmp_path).doc
     in_place = run_inspector(base_args(site), in_place=True, cwd=tmp_path).doc

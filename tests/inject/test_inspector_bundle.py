@@ -1,5 +1,6 @@
-"""The inspector folder: importable module by module (stdlib only), shipped as one program whose
-command line is constant, and one JSON document even when the program cannot start."""
+"""The inspector folders (each engine's, and the shared module they all ship): importable module by
+module (stdlib only), shipped as one program whose command line is constant, and one JSON document
+even when the program cannot start."""
 import ast
 import importlib
 import json
@@ -11,31 +12,42 @@ import pytest
 
 from dynspec_cli import inject
 
-FOLDER = Path(inject.__file__).resolve().parent / "inspector"
-MODULES = sorted(p.stem for p in FOLDER.glob("*.py") if p.stem != "__main__")
+PACKAGE = Path(inject.__file__).resolve().parents[1]
+# (folder inside the package, the engine's own package its dynamic route may import)
+FOLDERS = [("engines/sglang/inspector", "sglang"), ("engines/vllm/inspector", "vllm")]
+SHARED = "dynspec_cli.inject.inspector_common"  # run in place, an inspector imports the shared module from here
+MODULES = [(folder, engine, p.stem) for folder, engine in FOLDERS
+           for p in sorted((PACKAGE / folder).glob("*.py")) if p.stem != "__main__"] + [("inject", None, "inspector_common")]
 
 
-@pytest.mark.parametrize("name", MODULES)
-def test_each_module_imports_alone_and_only_the_stdlib(name):
-    importlib.import_module(f"dynspec_cli.inject.inspector.{name}" if name != "__init__" else "dynspec_cli.inject.inspector")
-    tree = ast.parse((FOLDER / f"{name}.py").read_text())
+def _imports(tree):
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            mods = [a.name for a in node.names]
+            yield from (a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module.startswith("dynspec_cli"):
+            yield from (f"{node.module}.{a.name}" for a in node.names)
         elif isinstance(node, ast.ImportFrom) and node.level == 0:
-            mods = [node.module]
-        else:
+            yield node.module
+
+
+@pytest.mark.parametrize("folder,engine,name", MODULES, ids=[f"{f}/{n}" for f, _, n in MODULES])
+def test_each_module_imports_alone_and_only_the_stdlib(folder, engine, name):
+    dotted = "dynspec_cli." + folder.replace("/", ".")
+    importlib.import_module(f"{dotted}.{name}" if name != "__init__" else dotted)
+    for m in _imports(ast.parse((PACKAGE / folder / f"{name}.py").read_text())):
+        if m == SHARED:  # (the in-place fallback: bundled, it is a module of the program itself)
             continue
-        for m in mods:
-            if m.split(".")[0] != "sglang":  # the dynamic route imports the target's sglang
-                assert m.split(".")[0] in sys.stdlib_module_names, f"{name}.py imports {m}"
+        if m.split(".")[0] != engine:  # the dynamic route imports the target's engine
+            assert m.split(".")[0] in sys.stdlib_module_names, f"{folder}/{name}.py imports {m}"
 
 
-def test_the_bundle_holds_every_module():
-    text = inject.program("inspector")
-    for name in MODULES:
-        if name != "__init__":
+@pytest.mark.parametrize("folder", [f for f, _ in FOLDERS])
+def test_the_bundle_holds_every_module_and_the_shared_one(folder):
+    text = inject.program(folder)
+    for f, _, name in MODULES:
+        if f == folder and name != "__init__":
             assert f"'_dynspec_inspector.{name}'" in text
+    assert "'_dynspec_inspector.inspector_common'" in text
     compile(text, "<bundle>", "exec")
 
 

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from dynspec_cli.knowledge.sglang import knowledge
+from dynspec_cli.engines.sglang.knowledge import knowledge
 from tests.inject.conftest import FLAG, base_args, run_inspector
 from tests.support import sglang_patch
 

@@ -1,6 +1,6 @@
 """The in-server probe against the stand-in sglang package: real process trees (launcher, spawned
 schedulers per TP rank, detokenizer, resource tracker) under Python 3.10, 3.11, 3.12 (and 3.13 when
-installed), injected exactly as dynspec does it (dynspec_cli.run.probe.probe_env). No mocks."""
+installed), injected exactly as dynspec does it (dynspec_cli.engines.sglang.probe_setup.probe_env). No mocks."""
 from __future__ import annotations
 
 import hashlib
@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from dynspec_cli.run.probe import EVENTS, PREFIX, PROBE_DIR, ROLES
+from dynspec_cli.engines.sglang.probe_setup import EVENTS, PREFIX, PROBE_DIR, ROLES
 from tests.inject.standin_pkg.harness import (PY310, PY312, STANDIN_DIR, Server, base_env, injected_env,
                                               interpreters, py_id, run, standin_cmd, v1_forward, v2_forward,
                                               v2_init, _version)
@@ -385,7 +385,7 @@ def test_probe_internal_failure_is_contained_per_mode(python, fault):
 def test_probe_with_a_part_missing_still_changes_nothing(tmp_path):
     """A probe folder whose reporting module is missing (a partial copy to a host): errors are reported,
     the output and exit code stay the same, and SIGTERM still kills the launcher."""
-    from dynspec_cli.run.probe import probe_files, probe_env
+    from dynspec_cli.engines.sglang.probe_setup import probe_files, probe_env
 
     pdir = tmp_path / "probe"
     pdir.mkdir()

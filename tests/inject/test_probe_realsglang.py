@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from dynspec_cli.run.probe import PREFIX, parse_probe_line, probe_env
+from dynspec_cli.engines.sglang.probe_setup import PREFIX, parse_probe_line, probe_env
 from tests.support import sglang_env, sglang_patch
 from tests.tools import record_real_logs as rec
 

@@ -1,4 +1,4 @@
-"""dynspec_cli.run.probe: the environment that injects the probe, the shell one-liner (run by a real
+"""dynspec_cli.engines.sglang.probe_setup: the environment that injects the probe, the shell one-liner (run by a real
 shell), the line parser, and the probe folder's promise to import nothing outside the stdlib."""
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from dynspec_cli.run import probe as ps
-from dynspec_cli.evidence.rules import PROBE_PREFIX
+from dynspec_cli.engines.sglang import probe_setup as ps
+from dynspec_cli.evidence.observation import PROBE_PREFIX
 from tests.inject.standin_pkg.harness import STANDIN_DIR, base_env, v2_forward
 
 PY38 = "/root/.pyenv/versions/3.8.18/bin/python3.8"

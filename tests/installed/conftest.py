@@ -83,13 +83,19 @@ class Installed:
         self.interpreter = str(venv / "bin" / "python")
 
     def run(self, *args: str, timeout: float = 180, cwd=None, env=None) -> subprocess.CompletedProcess:
-        # cwd outside the repository: nothing of the source tree may be importable by accident
+        # cwd outside the repository and no PYTHONPATH (a developer's, pointing at a source tree):
+        # nothing of the source tree may be importable by accident
         return subprocess.run([self.dynspec, *args], capture_output=True, text=True, timeout=timeout,
-                              cwd=cwd or self.venv, env={**os.environ, **(env or {})})
+                              cwd=cwd or self.venv, env={**user_env(), **(env or {})})
 
     def popen(self, *args: str, cwd=None) -> subprocess.Popen:
         return subprocess.Popen([self.dynspec, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                cwd=cwd or self.venv)
+                                cwd=cwd or self.venv, env=user_env())
+
+
+def user_env() -> dict[str, str]:
+    """This environment as a user's shell has it: without the PYTHONPATH a checkout's tests may run under."""
+    return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
 
 
 _venvs: dict[str, Installed] = {}

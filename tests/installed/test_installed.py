@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.installed.conftest import PYPROJECT, REPO, declared_pythons, find_python
+from tests.installed.conftest import PYPROJECT, REPO, declared_pythons, find_python, user_env
 from tests.run.helpers import cleanup, free_port, record, write_profile
 
 FIXTURE_LOGS = sorted((REPO / "tests" / "fixtures" / "logs").rglob("*.log"))
@@ -47,7 +47,9 @@ def _tree(folder: Path) -> set[str]:
 def test_the_wheel_holds_every_table_and_program_of_the_source_tree(dist):
     names = set(zipfile.ZipFile(dist["wheel"]).namelist())
     tables = {f"dynspec_cli/configs/{n}" for n in _tree(REPO / "configs")}
-    programs = {f"dynspec_cli/inject/{n}" for n in _tree(REPO / "dynspec_cli" / "inject")}
+    # the programs run in other interpreters: inject/, and each engine's inspector and probe folders
+    programs = {f"dynspec_cli/{n}" for n in _tree(REPO / "dynspec_cli")
+                if n.startswith("inject/") or "/inspector/" in n or "/probe/" in n}
     code = {f"dynspec_cli/{n}" for n in _tree(REPO / "dynspec_cli") if n.endswith(".py")}
     assert len(tables) > 20 and len(programs) > 10
     missing = sorted((tables | programs | code) - names)
@@ -62,7 +64,7 @@ def test_the_sdist_builds_the_same_wheel_contents(dist, tmp_path):
 
     with tarfile.open(dist["sdist"]) as t:
         names = {n.split("/", 1)[1] for n in t.getnames() if "/" in n}
-    assert "configs/sglang/frames.toml" in names and "dynspec_cli/inject/probe/sitecustomize.py" in names
+    assert "configs/sglang/frames.toml" in names and "dynspec_cli/engines/sglang/probe/sitecustomize.py" in names
     assert "pyproject.toml" in names and "README.md" in names
 
 
@@ -76,7 +78,7 @@ def test_version_names_the_release_the_python_and_the_installed_tables(installed
     assert Path(tables).is_relative_to(installed.venv) and Path(tables, "sglang", "frames.toml").is_file()
     assert "(an installed wheel))" in r.stdout
     where = subprocess.run([installed.interpreter, "-c", "import dynspec_cli; print(dynspec_cli.__file__)"],
-                           capture_output=True, text=True, cwd=installed.venv).stdout.strip()
+                           capture_output=True, text=True, cwd=installed.venv, env=user_env()).stdout.strip()
     assert Path(where).is_relative_to(installed.venv), where
 
 
@@ -249,5 +251,5 @@ def test_the_readmes_first_command_on_a_fresh_venv_of_the_oldest_python(tmp_path
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "DEAD" in r.stdout and "LIVE" in r.stdout
     direct = subprocess.run([str(venv / "bin" / "python"), "-c", "import dynspec_cli; print(dynspec_cli.__file__)"],
-                            capture_output=True, text=True, cwd=tmp_path).stdout
+                            capture_output=True, text=True, cwd=tmp_path, env=env).stdout
     assert direct.startswith(str(venv)), direct  # installed into the venv, not run from the tree

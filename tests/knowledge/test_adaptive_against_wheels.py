@@ -13,8 +13,8 @@ from typing import Optional
 import pytest
 
 from dynspec_cli.knowledge.features import load_feature
-from dynspec_cli.knowledge.sglang import knowledge
-from dynspec_cli.verdict import support
+from dynspec_cli.engines.sglang.knowledge import knowledge
+from dynspec_cli.engines.sglang import support
 from tests.support import wheels
 from tests.tools.mine_downgrades import template_regex
 

@@ -7,7 +7,7 @@ import ast
 
 import pytest
 
-from dynspec_cli.knowledge.sglang import knowledge
+from dynspec_cli.engines.sglang.knowledge import knowledge
 from tests.support import wheels
 
 pytestmark = pytest.mark.wheels

@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from dynspec_cli.knowledge.sglang import knowledge
+from dynspec_cli.engines.sglang.knowledge import knowledge
 from tests.support import wheels
 
 K = knowledge()

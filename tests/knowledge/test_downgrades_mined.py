@@ -14,7 +14,7 @@ import os
 import pytest
 
 from dynspec_cli.knowledge import features
-from dynspec_cli.knowledge.sglang import knowledge
+from dynspec_cli.engines.sglang.knowledge import knowledge
 from tests.support import wheels
 from tests.tools import mine_downgrades as mine
 

@@ -9,7 +9,7 @@ import pytest
 from packaging.version import Version
 
 from dynspec_cli.knowledge import tables
-from dynspec_cli.knowledge.sglang import Knowledge, OverlapOutcome, WorkerChoice, knowledge
+from dynspec_cli.engines.sglang.knowledge import Knowledge, OverlapOutcome, WorkerChoice, knowledge
 
 K = knowledge()
 V2 = "SGLANG_ENABLE_SPEC_V2"

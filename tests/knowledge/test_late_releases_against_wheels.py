@@ -10,8 +10,8 @@ import ast
 import pytest
 
 from dynspec_cli.knowledge.features import load_feature
-from dynspec_cli.knowledge.sglang import knowledge
-from dynspec_cli.verdict import preflight
+from dynspec_cli.engines.sglang.knowledge import knowledge
+from dynspec_cli.engines.sglang import preflight
 from tests.support import wheels
 from tests.support.logs import MARKER, READY, dump, judge_text, ts
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from dynspec_cli.knowledge.sglang import knowledge
+from dynspec_cli.engines.sglang.knowledge import knowledge
 from tests.tools import mine_overrides as mine
 
 pytestmark = pytest.mark.wheels

@@ -11,7 +11,7 @@ import re
 import pytest
 from packaging.version import Version
 
-from dynspec_cli.knowledge.sglang import knowledge
+from dynspec_cli.engines.sglang.knowledge import knowledge
 from tests.support import wheels
 
 pytestmark = pytest.mark.wheels

@@ -9,8 +9,8 @@ from dynspec_cli import resources
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "dynspec_cli"
 # the programs that run in the server's interpreter are stdlib-only and find nothing of ours
-FOREIGN = ("inject/inspector/", "inject/probe/", "inject/vllm_inspector.py", "inject/loadgen.py",
-           "inject/follower.py", "inject/hostcheck.py", "inject/runstate.py", "inject/scraper.py")
+FOREIGN = ("engines/sglang/inspector/", "engines/sglang/probe/", "engines/vllm/inspector/", "inject/inspector_common.py",
+           "inject/loadgen.py", "inject/follower.py", "inject/hostcheck.py", "inject/runstate.py", "inject/scraper.py")
 
 
 def _sources():
@@ -22,7 +22,8 @@ def _sources():
 
 def test_the_source_tree_reads_its_own_tables():
     assert resources.configs() == REPO / "configs"
-    assert resources.inject("probe") == PACKAGE / "inject" / "probe"
+    assert resources.inject("loadgen.py") == PACKAGE / "inject" / "loadgen.py"
+    assert resources.inject("engines/sglang/probe") == PACKAGE / "engines" / "sglang" / "probe"
 
 
 def test_no_module_imports_tomllib_bare():

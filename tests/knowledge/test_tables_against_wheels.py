@@ -32,7 +32,7 @@ try:  # Python 3.11+
 except ImportError:  # pragma: no cover
     import sre_parse  # type: ignore[no-redef]
 
-from dynspec_cli.knowledge.sglang import knowledge
+from dynspec_cli.engines.sglang.knowledge import knowledge
 from tests.support import wheels
 
 pytestmark = pytest.mark.wheels

@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from dynspec_cli.knowledge.vllm import knowledge
+from dynspec_cli.engines.vllm.knowledge import knowledge
 from tests.support import vllm_source as src
 from tests.support import vllm_wheels
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from dynspec_cli.knowledge.vllm import knowledge
+from dynspec_cli.engines.vllm.knowledge import knowledge
 from tests.tools import mine_vllm_warnings as mine
 
 pytestmark = pytest.mark.wheels

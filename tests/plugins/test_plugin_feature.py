@@ -5,6 +5,7 @@ import sys
 
 import pytest
 
+from dynspec_cli import engines
 from dynspec_cli.knowledge.features import load_feature
 
 GOOD = '''name = "dsd-plugin"
@@ -24,6 +25,7 @@ LOG = "[2026-01-01 00:00:00] Dynamic speculation disable enabled: threshold=5\n"
 def test_the_section_loads_with_its_defaults(tmp_path):
     (tmp_path / "f.toml").write_text(GOOD)
     f = load_feature(str(tmp_path / "f.toml"))
+    engines.of(f)  # the [plugin] section is checked (and its hook type lowered) by the feature's engine
     assert f.plugin.entry_point == "dsd" and f.plugin.hook == "after"  # HookType values are lower case
     assert f.plugin.processes == ["scheduler"] and f.plugin.distribution == ""
 

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.wheels
 
 DYNSPEC = [sys.executable, "-m", "dynspec_cli"]
 HF, API, PW = "hf_profilesecret123", "sk-flagsecret-9", "pw-clisecret-7"
-PROBE = Path(__file__).resolve().parents[2] / "dynspec_cli" / "inject" / "probe"
+PROBE = Path(__file__).resolve().parents[2] / "dynspec_cli" / "engines" / "sglang" / "probe"
 
 
 def fake_python(tmp: Path, real: str) -> Path:

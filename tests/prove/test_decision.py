@@ -1,9 +1,10 @@
 """Per-step and overall decisions on synthetic observations: the running batch of the Decode batch
 lines decides (not the client concurrency), lines spanning a batch change are not judged, and each
 outcome has its exit code."""
-from dynspec_cli.prove import decision
-from dynspec_cli.prove.decision import Step, conclude, judge_step
-from dynspec_cli.prove.observations import Decode, mark_stable
+from dynspec_cli.verdict import decision
+from dynspec_cli.verdict.decision import Step, conclude, judge_step
+from dynspec_cli.evidence.observation import Decode
+from dynspec_cli.prove.observations import mark_stable
 
 TH = 5
 

@@ -231,7 +231,7 @@ def main(argv=None) -> int:
     """--tables-only refreshes the tables part (after an edit of configs/sglang) without the wheels."""
     argv = sys.argv[1:] if argv is None else argv
     sys.path.insert(0, str(HERE.parent.parent))
-    from dynspec_cli.knowledge.sglang import knowledge
+    from dynspec_cli.engines.sglang.knowledge import knowledge
     from tests.standin import fake_sglang_server as standin
 
     data = {"tables": standin.tables_from_knowledge(knowledge())}

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from dynspec_cli.knowledge.sglang import knowledge
+from dynspec_cli.engines.sglang.knowledge import knowledge
 from tests.standin import fake_sglang_server as standin
 
 STANDIN = Path(standin.__file__)

@@ -8,7 +8,7 @@ The sglang judge's `verdict()` raises RuntimeError on its AFTER-th call and ever
 dynspec knows about this; the fault stands for any bug or missing table met while watching."""
 import sys
 
-from dynspec_cli.verdict.judge import Judge
+from dynspec_cli.engines.sglang.judge import Judge
 
 FAULT = "injected fault in the judge (tests/support/faulty_dynspec.py)"
 

@@ -1,8 +1,9 @@
 """Building logs for tests from the exact strings in sglang's source (configs/sglang tables)."""
 from __future__ import annotations
 
+from dynspec_cli import engines
 from dynspec_cli.knowledge.features import load_feature
-from dynspec_cli.knowledge.sglang import knowledge
+from dynspec_cli.engines.sglang.knowledge import knowledge
 from dynspec_cli.verdict.result import Verdict
 from dynspec_cli.verdict.pipeline import judge_bytes
 
@@ -30,7 +31,8 @@ READY = ts("The server is fired up and ready to roll!")
 
 def judge_text(text: str | bytes, *, patched=None, version=None, feature=None) -> Verdict:
     data = text.encode() if isinstance(text, str) else text
-    return judge_bytes(data, load_feature(feature), patched, version)
+    f = load_feature(feature)
+    return judge_bytes(data, f, patched, version, engine=engines.of(f))
 
 
 def codes(v: Verdict) -> list[str]:

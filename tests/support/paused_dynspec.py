@@ -12,7 +12,7 @@ Prints "dynspec-test: paused at STEP" on stderr, then sleeps until signalled."""
 import sys
 import time
 
-from dynspec_cli.evidence.rules import LAUNCH_PREFIX
+from dynspec_cli.evidence.observation import LAUNCH_PREFIX
 from dynspec_cli.run import ownership, records
 from dynspec_cli.transport.host import Host
 

@@ -242,7 +242,7 @@ def accounted_by(version: str, call: Call, k=None, reviewed=None, feats=None) ->
     """'warnings.toml:<id>', 'feature:<name>' or 'reviewed:<n>' for the row that accounts for
     the call in `version`; None when none does."""
     from dynspec_cli.knowledge import features
-    from dynspec_cli.knowledge.sglang import knowledge
+    from dynspec_cli.engines.sglang.knowledge import knowledge
 
     k = k or knowledge()
     reviewed = reviewed if reviewed is not None else reviewed_calls()
@@ -265,7 +265,7 @@ def accounted_by(version: str, call: Call, k=None, reviewed=None, feats=None) ->
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    from dynspec_cli.knowledge.sglang import knowledge
+    from dynspec_cli.engines.sglang.knowledge import knowledge
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("versions", nargs="*", help="releases (default: all of configs/sglang/releases.toml)")

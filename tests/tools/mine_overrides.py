@@ -96,7 +96,7 @@ def override_kind(fn: ast.FunctionDef, after: list[str]) -> tuple[Optional[str],
 def overrides(version: str, k=None) -> dict[tuple[str, str], tuple[Optional[str], bool]]:
     """(class, method) -> (the class whose method it calls, conditionally?) for every class of
     modules.toml that exists in `version`."""
-    from dynspec_cli.knowledge.sglang import knowledge
+    from dynspec_cli.engines.sglang.knowledge import knowledge
 
     k = k or knowledge()
     out: dict[tuple[str, str], Kind] = {}
@@ -121,7 +121,7 @@ def overrides(version: str, k=None) -> dict[tuple[str, str], tuple[Optional[str]
 
 def rows(k=None) -> list[dict]:
     """[[override]] rows: one per (class, method, kind) and contiguous run of releases."""
-    from dynspec_cli.knowledge.sglang import knowledge
+    from dynspec_cli.engines.sglang.knowledge import knowledge
 
     k = k or knowledge()
     per = {v: overrides(v, k) for v in k.releases}

@@ -65,7 +65,7 @@ def accounted_by(version: str, call: Call, k=None, reviewed=None) -> Optional[st
     """'log_lines.toml:<id>' or 'reviewed:<n>' for the row that accounts for the call; None when
     none does. A log_lines row accounts for it when its pattern matches a message the call can
     produce within the row's releases (or its `text` is the call's template)."""
-    from dynspec_cli.knowledge.vllm import knowledge
+    from dynspec_cli.engines.vllm.knowledge import knowledge
 
     k = k or knowledge()
     reviewed = reviewed if reviewed is not None else reviewed_calls()
@@ -82,7 +82,7 @@ def accounted_by(version: str, call: Call, k=None, reviewed=None) -> Optional[st
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    from dynspec_cli.knowledge.vllm import knowledge
+    from dynspec_cli.engines.vllm.knowledge import knowledge
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("versions", nargs="*", help="releases (default: all of configs/vllm/releases.toml)")

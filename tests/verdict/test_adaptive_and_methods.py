@@ -12,7 +12,7 @@ import copy
 import pytest
 
 from dynspec_cli.knowledge.features import load_feature
-from dynspec_cli.verdict import preflight
+from dynspec_cli.engines.sglang import preflight
 from tests.support.logs import MARKER, READY, codes, dump, judge_text, ts
 
 ADAPTIVE = "speculative-adaptive"
@@ -152,8 +152,8 @@ def test_preflight_standalone_v2_patch_in_eagle_v2_init_is_dead():
 
 
 def test_tiers_table_shows_where_speculation_stops():
-    from dynspec_cli.knowledge.sglang import knowledge
-    from dynspec_cli.report import tiers
+    from dynspec_cli.engines.sglang.knowledge import knowledge
+    from dynspec_cli.engines.sglang import tiers
 
     f, k = load_feature(ADAPTIVE), knowledge()
     # 0.5.20 adaptive_spec_params.py DEFAULT_ADAPTIVE_CONFIG: "1": [1, 3, 5, 7], "8": [0, 1, 3],

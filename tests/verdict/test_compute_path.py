@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from dynspec_cli.knowledge.features import load_feature
-from dynspec_cli.verdict import preflight
+from dynspec_cli.engines.sglang import preflight
 from tests.support.logs import codes, judge_text
 from tests.verdict.test_preflight_policy import FLAGS, facts
 

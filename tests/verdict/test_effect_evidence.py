@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from dynspec_cli.knowledge.features import load_feature
-from dynspec_cli.prove import decision
+from dynspec_cli.verdict import decision
 from dynspec_cli.prove.observations import LogReader
 
 LIVE = Path(__file__).resolve().parents[1] / "fixtures" / "logs" / "gpu-h200" / "0.5.12.post1" / "live-probe.log"

@@ -19,7 +19,7 @@ TOP = ("crashed", "server_ready", "speculative_algorithm", "speculative")
 def _verify_json(path: Path) -> dict:
     """What `dynspec verify --json LOG` prints: engine `auto`, the default feature."""
     feature = load_feature(None)
-    return judge_file(str(path), feature, engine=engines.resolve("auto", str(path), feature)).to_json()
+    return judge_file(str(path), feature, engine=engines.get(engines.resolve("auto", str(path), feature))).to_json()
 
 
 @pytest.mark.parametrize("log", LOGS, ids=lambda p: f"{p.parent.name}/{p.stem}")
@@ -78,7 +78,7 @@ def test_nothing_seen_is_null_not_false(tmp_path):
                                          ("vllm", "(Worker_TP1 pid=530) INFO 10-06 18:54:29 [v1/worker/gpu_model_runner.py:2641] "
                                                   "Loading drafter model...\n")])
 def test_a_process_that_exited_is_crashed_in_claims_too(engine, text):
-    p = Pipeline(load_feature(None), engine=engine)
+    p = Pipeline(load_feature(None), engine=engines.get(engine))
     p.feed(text.encode())
     doc = p.final(exited=True).to_json()
     assert doc["crashed"] is True and doc["claims"]["crashed"]["value"] is True

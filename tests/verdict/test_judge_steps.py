@@ -1,7 +1,8 @@
 """Judge.verdict is a sequence of named steps over one `Judging`; each can be exercised alone."""
+from dynspec_cli import engines
 from dynspec_cli.knowledge.features import load_feature
-from dynspec_cli.knowledge.sglang import knowledge
-from dynspec_cli.verdict.judge import Judge, Judging
+from dynspec_cli.engines.sglang.knowledge import knowledge
+from dynspec_cli.engines.sglang.judge import Judge, Judging
 from dynspec_cli.verdict.pipeline import Pipeline
 
 SEED_WARNING = ("Overlap scheduler is disabled when spec v2 is off or using unsupported speculative algorithm. "
@@ -11,7 +12,7 @@ CRASH = ("Traceback (most recent call last):\n  File \"/x/sglang/srt/managers/sc
 
 
 def judging(text: str, **kw) -> tuple[Judge, Judging]:
-    p = Pipeline(load_feature(None), **kw)
+    p = Pipeline(load_feature(None), engine=engines.get("sglang"), **kw)
     p.feed(text.encode())
     p.flush()
     return p.judge, Judging(p.judge.launches[-1])
@@ -31,20 +32,22 @@ def test_step_release_pinned_to_an_unknown_release_withholds_conclusions():
 
 def test_step_crash_is_final_only_at_the_end_or_after_a_quiet_second():
     judge, j = judging(CRASH)
-    judge.step_crash(j, at_eof=False, quiet_for=0.2)
+    j.at_eof, j.quiet_for = False, 0.2
+    judge.step_crash(j)
     assert j.crash["exception"] == "RuntimeError" and not j.crashed  # more lines may still come
     judge, j = judging(CRASH)
-    judge.step_crash(j, at_eof=False, quiet_for=1.5)
+    j.at_eof, j.quiet_for = False, 1.5
+    judge.step_crash(j)
     assert j.crashed and [f.code for f in j.findings] == ["DS303"]
 
 
 def test_step_decide_follows_the_registry():
     judge, j = judging(SEED_WARNING)
     j.add("DS303", "RuntimeError: boom")
-    judge.step_decide(j)
+    judge.decide(j)  # (the judge core's decision, verdict/core.py)
     assert j.verdict == "crashed"
     j.add("DS201", "this launch runs EAGLEWorker")
-    judge.step_decide(j)
+    judge.decide(j)
     assert j.verdict == "dead"  # dead outranks crashed
 
 

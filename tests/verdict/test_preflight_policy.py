@@ -1,4 +1,4 @@
-"""Preflight's conclusions from inspector facts (the JSON dynspec_cli/inject/inspector.py prints),
+"""Preflight's conclusions from inspector facts (the JSON dynspec_cli/engines/sglang/inspector/ prints),
 fast and without wheels: one test per rule that makes a preflight `dead`, so removing the rule (or
 its effect in configs/findings.toml) fails here. Expected verdicts are what a reader of the named
 sglang release concludes; the comments cite it (../shared/reference/sglang-internals.md)."""
@@ -7,7 +7,7 @@ import copy
 import pytest
 
 from dynspec_cli.knowledge.features import load_feature
-from dynspec_cli.verdict import preflight
+from dynspec_cli.engines.sglang import preflight
 
 PKG = "/opt/venv/lib/python3.11/site-packages/sglang"
 V2_FILE = f"{PKG}/srt/speculative/eagle_worker_v2.py"

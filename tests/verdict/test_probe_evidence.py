@@ -1,4 +1,4 @@
-"""Probe lines (DYNSPEC-PROBE, schema v1 of dynspec_cli/inject/probe/README.md) as evidence."""
+"""Probe lines (DYNSPEC-PROBE, schema v1 of dynspec_cli/engines/sglang/probe/README.md) as evidence."""
 import json
 
 from tests.support.logs import MARKER, READY, codes, judge_text, ts, warning_text
@@ -37,7 +37,7 @@ def launch(*, hits=(0, 1), ranks=(0, 1), marker=True, ready=True, in_mro=True):
 def test_probe_proof_on_every_rank_is_live_with_per_rank_detail():
     v = judge_text(launch())
     assert v.verdict == "live"
-    assert v.sglang_version == "0.5.9"  # the server's own process said so
+    assert v.engine_version == "0.5.9"  # the server's own process said so
     assert v.probe["proven"] and [r["hits"] for r in v.probe["ranks"] if r["role"] == "scheduler"] == [1, 1]
     assert v.worker["basis"].startswith("probe")
 
@@ -75,4 +75,4 @@ def test_probe_line_after_another_process_partial_line_is_read():
     text = launch().replace("DYNSPEC-PROBE {\"v\": 1, \"event\": \"sglang\"", "partial outDYNSPEC-PROBE {\"v\": 1, \"event\": \"sglang\"", 1)
     assert "partial outDYNSPEC-PROBE" in text
     v = judge_text(text)
-    assert v.sglang_version == "0.5.9" and v.verdict == "live"
+    assert v.engine_version == "0.5.9" and v.verdict == "live"

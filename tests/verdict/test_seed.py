@@ -17,7 +17,7 @@ def test_seed_is_dead_from_its_first_line():
     assert v.worker["class"] == "EAGLEWorker"
     assert v.worker["module"] == "sglang.srt.speculative.eagle_worker"
     assert v.overlap_schedule is False
-    assert v.sglang_version == "0.5.7 – 0.5.10.post1"
+    assert v.engine_version == "0.5.7 – 0.5.10.post1"
     (ds201,) = [f for f in v.findings if f.code == "DS201"]
     assert ds201.line == 1
     assert "export SGLANG_ENABLE_SPEC_V2=True" in ds201.fix

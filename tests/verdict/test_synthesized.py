@@ -116,7 +116,7 @@ def test_0523_env_var_set_is_noted_as_ignored_on_0516():
     text = warning_text("spec-v2-env-removed") + " Use --disable-overlap-schedule to select the non-overlap (synchronous) path.\n"
     v = judge_text(text)
     assert "DS104" in codes(v)
-    assert v.sglang_version == "0.5.14 – 0.5.20"
+    assert v.engine_version == "0.5.14 – 0.5.20"
 
 
 def test_topk_fallback_to_v1_on_0512():
@@ -159,4 +159,4 @@ def test_each_release_family_names_its_worker(wid, version, worker):
     text = warning_text(wid) + "\n" + ts(dump(model_path="/m", speculative_algorithm="EAGLE3")) + "\n"
     v = judge_text(text)
     assert v.worker["class"] == worker
-    assert version in (v.sglang_version or "")
+    assert version in (v.engine_version or "")

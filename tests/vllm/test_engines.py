@@ -19,7 +19,7 @@ def test_each_engine_plugs_into_the_same_feeder(name, feature, log, verdict):
     assert e.name == name and e.knowledge() is e.knowledge()  # loaded once
     f = load_feature(feature)
     assert hasattr(e.classifier(f), "classify") and hasattr(e.judge(f), "feed")
-    p = Pipeline(f, engine=name)
+    p = Pipeline(f, engine=e)
     p.feed(log)
     v = p.final()
     assert v.verdict == verdict and v.exit_code == {"dead": 1, "inconclusive": 3}[verdict]

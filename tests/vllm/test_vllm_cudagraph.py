@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from dynspec_cli.knowledge.vllm import knowledge
+from dynspec_cli.engines.vllm.knowledge import knowledge
 from dynspec_cli.knowledge.features import load_feature
 from dynspec_cli import engines
 from dynspec_cli.verdict.pipeline import judge_file
@@ -20,7 +20,7 @@ K = knowledge()
 
 def _verify(log: Path) -> dict:
     feature = load_feature(None)
-    return judge_file(str(log), feature, engine=engines.resolve("auto", str(log), feature)).to_json()
+    return judge_file(str(log), feature, engine=engines.get(engines.resolve("auto", str(log), feature))).to_json()
 
 
 def test_there_is_a_graph_mode_excerpt():

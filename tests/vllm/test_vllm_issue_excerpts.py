@@ -27,7 +27,7 @@ CLAIMS = ("crashed", "server_ready", "speculative_algorithm", "worker", "specula
 def _judge(meta):
     log = str(meta.with_suffix(".log"))
     assert engines.resolve("auto", log, load_feature(None)) == "vllm"  # recognised without the feature's hint
-    return judge_file(log, FEATURE, None, None, engine="vllm").to_json()
+    return judge_file(log, FEATURE, None, None, engine=engines.get("vllm")).to_json()
 
 
 @pytest.mark.parametrize("meta", CASES, ids=lambda p: p.stem)
@@ -92,7 +92,7 @@ def test_detection_through_wrappers(tmp_path, wrap):
     p = tmp_path / "x.log"
     p.write_text("".join(wrap + line + "\n" for line in src))
     assert engines.resolve("auto", str(p)) == "vllm"
-    v = judge_file(str(p), FEATURE, None, None, engine="vllm").to_json()
+    v = judge_file(str(p), FEATURE, None, None, engine=engines.get("vllm")).to_json()
     assert v["launch"]["decode_lines"] == 2
 
 

@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from dynspec_cli import engines
 from dynspec_cli.evidence.commands import CommandReader, parse_flags
 from dynspec_cli.knowledge.features import load_feature
-from dynspec_cli import engines
 from dynspec_cli.verdict.pipeline import judge_file
+
+VLLM = engines.get("vllm").tables  # (whose launch_flags.toml reads the commands)
 
 HERE = Path(__file__).resolve().parent.parent / "fixtures" / "logs" / "vllm"
 
@@ -28,7 +30,7 @@ def _verify(tmp_path, text: str) -> dict:
     feature = load_feature(None)
     engine = engines.resolve("auto", str(p), feature)
     assert engine == "vllm"
-    return judge_file(str(p), feature, engine=engine).to_json()
+    return judge_file(str(p), feature, engine=engines.get(engine)).to_json()
 
 
 def _claims(doc: dict) -> dict:
@@ -60,10 +62,10 @@ def test_speculative_config_read_from_the_command():
     # fixture 16's thread (vllm#19775): the V0-era api_server command, --speculative_config with an underscore
     flags = parse_flags(" --host 0.0.0.0 --port 8000 --model meta-llama/Llama-3.3-70B-Instruct --seed 42 -tp 4 "
                         "--max-model-len 4096 --speculative_config '{\"model\": \"meta-llama/Llama-3.2-1B\", "
-                        "\"num_speculative_tokens\": 5}'", "vllm")
+                        "\"num_speculative_tokens\": 5}'", VLLM)
     assert flags == {"tensor_parallel_size": 4,
                      "speculative_config": {"model": "meta-llama/Llama-3.2-1B", "num_speculative_tokens": 5}}
-    assert parse_flags(" m --speculative-config '{\"method\": ' --tp 2", "vllm") == {}  # cut JSON: no value
+    assert parse_flags(" m --speculative-config '{\"method\": ' --tp 2", VLLM) == {}  # cut JSON: no value
 
 
 def test_kubernetes_args_list_one_item_per_flag(tmp_path):
@@ -77,7 +79,7 @@ def test_kubernetes_args_list_one_item_per_flag(tmp_path):
     doc = _verify(tmp_path, "        - vllm serve\n" + manifest + log)
     assert doc["claims"]["speculative_algorithm"]["value"] == "eagle3"
     assert doc["claims"]["speculative_algorithm"]["basis"] == "requested by the launch command in the log"
-    r = CommandReader("vllm")
+    r = CommandReader(VLLM)
     assert r.feed("        - --speculative-config") == ("command-cont", {})
     assert r.feed("        - '{\"method\": \"mtp\"}'") == ("command-cont", {"speculative_config": {"method": "mtp"}})
 
@@ -107,18 +109,18 @@ def test_a_command_before_a_new_launch_belongs_to_it(tmp_path):
 def test_no_vllm_line_is_not_called_empty(tmp_path):
     p = tmp_path / "server.log"
     p.write_text("vllm serve m --speculative-config '{\"method\": \"ngram\"}'\nall good\n")
-    doc = judge_file(str(p), load_feature(None), engine="vllm").to_json()
+    doc = judge_file(str(p), load_feature(None), engine=engines.get("vllm")).to_json()
     assert doc["speculative_algorithm"] == "ngram" and "empty" not in json.dumps(doc["findings"])
 
 
 def test_dynamic_speculation_switched_off_on_the_v1_runner(tmp_path):
     """The 0.33 warning the miner found (tests/tools/mine_vllm_warnings.py), in vLLM's format: the
     feature's knob is off, as with DP > 1 (DS604)."""
-    from dynspec_cli.knowledge.vllm import knowledge
+    from dynspec_cli.engines.vllm.knowledge import knowledge
 
     text = knowledge().line_by_id["dynamic-sd-off-v1"].text.replace("%s", "ngram").replace("%d", "3")
     p = tmp_path / "server.log"
     p.write_text(f"(APIServer pid=1) WARNING 05-06 06:05:38 [vllm.py:1100] {text}\n")
-    doc = judge_file(str(p), load_feature("vllm-eagle-speculator-example"), engine="vllm").to_json()
+    doc = judge_file(str(p), load_feature("vllm-eagle-speculator-example"), engine=engines.get("vllm")).to_json()
     ds604 = [f for f in doc["findings"] if f["code"] == "DS604"]
     assert ds604 and "Model Runner V1" in ds604[0]["message"] and ds604[0]["line"] == 1

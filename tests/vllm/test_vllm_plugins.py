@@ -20,7 +20,7 @@ import pytest
 
 from dynspec_cli.knowledge.features import load_feature
 from dynspec_cli.transport.local import LocalHost
-from dynspec_cli.verdict import vllm_preflight as vp
+from dynspec_cli.engines.vllm import preflight as vp
 from tests.support import plugins as P
 from tests.support import vllm_wheels
 

@@ -12,7 +12,7 @@ import pytest
 
 from dynspec_cli.knowledge.features import load_feature
 from dynspec_cli.transport.local import LocalHost
-from dynspec_cli.verdict import vllm_preflight as vp
+from dynspec_cli.engines.vllm import preflight as vp
 from tests.support import vllm_wheels
 
 pytestmark = pytest.mark.wheels
@@ -108,24 +108,26 @@ def test_marker_not_installed_and_no_vllm(tmp_path):
 def test_inspector_prints_json_on_bad_input():
     from dynspec_cli import inject
 
-    INSPECTOR = inject.script("vllm_inspector.py")
+    FOLDER = inject.script("engines/vllm/inspector")  # shipped as one program (its modules, the shared one)
 
-    p = subprocess.run([sys.executable, str(INSPECTOR), "{not json"], capture_output=True, text=True, timeout=30)
+    p = subprocess.run([sys.executable, "-c", inject.program("engines/vllm/inspector"), "{not json"],
+                       capture_output=True, text=True, timeout=30)
     doc = json.loads(p.stdout)
     assert p.returncode == 1 and doc["ok"] is False and "JSONDecodeError" in doc["error"]
     # stdlib only; vllm itself is imported by the dynamic route's function alone
     import ast
 
-    tree = ast.parse(INSPECTOR.read_text())
-
     def imported(node):
         return {(a.name if isinstance(n, ast.Import) else n.module or "").split(".")[0]
-                for n in ast.walk(node) if isinstance(n, (ast.Import, ast.ImportFrom))
+                for n in ast.walk(node) if isinstance(n, (ast.Import, ast.ImportFrom)) and getattr(n, "level", 0) == 0
                 for a in (n.names if isinstance(n, ast.Import) else [n])}
 
-    resolve = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "resolve")
-    others = ast.Module(body=[n for n in tree.body if n is not resolve], type_ignores=[])
-    assert imported(others) <= set(sys.stdlib_module_names)
+    trees = {f.stem: ast.parse(f.read_text()) for f in FOLDER.glob("*.py")}
+    resolve = next(n for n in trees["dynamic"].body if isinstance(n, ast.FunctionDef) and n.name == "resolve")
+    others = [t for name, t in trees.items() if name != "dynamic"] + [
+        ast.Module(body=[n for n in trees["dynamic"].body if n is not resolve], type_ignores=[])]
+    shared = {"dynspec_cli"}  # run in place, the shared inspector module (bundled: a module of the program)
+    assert set().union(*map(imported, others)) <= set(sys.stdlib_module_names) | shared
     assert imported(resolve) - set(sys.stdlib_module_names) == {"vllm"}
 
 

@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from dynspec_cli import engines
 from dynspec_cli.verdict.pipeline import Pipeline
 from dynspec_cli.knowledge.features import load_feature
 
@@ -42,7 +43,7 @@ MARKER = "(Worker pid=4300) INFO 12-03 09:00:31 [speculator.py:20] EagleSpeculat
 
 
 def judge(*lines, version=None):
-    p = Pipeline(FEATURE, None, version, engine="vllm")
+    p = Pipeline(FEATURE, None, version, engine=engines.get("vllm"))
     p.feed(("\n".join(lines) + "\n").encode())
     return p.final().to_json()
 

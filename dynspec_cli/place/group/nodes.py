@@ -7,7 +7,9 @@ import ipaddress
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
+from dynspec_cli import engines
 from dynspec_cli.knowledge.tables import ConfigError
+from dynspec_cli.place.group.preflight import release_key
 from dynspec_cli.place.group.profile import GroupSpec, node_profile
 from dynspec_cli.place.group.record import reach_files, save_group_everywhere
 from dynspec_cli.place.multinode import each_concurrently
@@ -82,7 +84,7 @@ def start_group(spec: GroupSpec, targets: list[Host], feature, *, replace: bool,
 
 def _start_nodes(spec, nodes: list[Node], feature, *, replace, preflight_result, probe, dist_init_addr):
     pre_nodes = (preflight_result or {}).get("nodes") or [None] * len(nodes)
-    version = (preflight_result or {}).get("sglang_version") or spec.base.sglang_version
+    version = (preflight_result or {}).get(release_key(engines.of(feature))) or spec.base.sglang_version
 
     def one(n: Node) -> None:
         n.rec = start_prepared(n.host, n.prof, feature, pre=pre_nodes[n.rank], probe=probe, replace=replace,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any, Optional
 
+from dynspec_cli import engines
 from dynspec_cli.knowledge.findings import Finding, forced_verdict
 from dynspec_cli.place.multinode import each_concurrently
 from dynspec_cli.run import control
@@ -24,23 +25,26 @@ def hash_files(host: Host, python: str, files: list[str]) -> dict[str, str]:
         return {f: "unreadable" for f in files}
 
 
-def _relative(path: str, root: Optional[str]) -> str:
+def _relative(path: str, root: Optional[str], package: str) -> str:
+    """A patched file's path inside the engine's package (`package/...`), the same on every node."""
     if root and path.startswith(root.rstrip("/") + "/"):
-        return "sglang/" + path[len(root.rstrip("/")) + 1:]
+        return f"{package}/" + path[len(root.rstrip("/")) + 1:]
     return path
 
 
-def compare_nodes(nodes: list[dict[str, Any]]) -> list[Finding]:
-    """Findings from the per-node preflight facts: every node must run the same sglang release,
-    the same patched files (by sha256, keyed by path inside the sglang package) and the same flags
-    apart from --node-rank. Each node dict: rank, host, version, hashes {relpath: sha256}, flags."""
+def compare_nodes(nodes: list[dict[str, Any]], engine=None) -> list[Finding]:
+    """Findings from the per-node preflight facts: every node must run the same release of the
+    engine (default: the registry's DEFAULT, the multi-node one), the same patched files (by sha256,
+    keyed by path inside its package) and the same flags apart from --node-rank. Each node dict:
+    rank, host, version, hashes {relpath: sha256}, flags."""
+    engine = engine or engines.get(engines.DEFAULT)
     out: list[Finding] = []
     if not nodes:
         return out
     ref = nodes[0]
     for n in nodes[1:]:
         if n.get("version") != ref.get("version"):
-            out.append(Finding("DS401", f"node {n['rank']} ({n['host']}) has sglang {n.get('version') or 'unknown'}, "
+            out.append(Finding("DS401", f"node {n['rank']} ({n['host']}) has {engine.title} {n.get('version') or 'unknown'}, "
                                         f"node 0 ({ref['host']}) has {ref.get('version') or 'unknown'}",
                                rank=n["rank"], host=n["host"]))
         a, b = ref.get("hashes") or {}, n.get("hashes") or {}
@@ -79,25 +83,24 @@ def _flags_without_rank(flags: list[str]) -> list[str]:
 
 
 def preflight_group(targets: list[Host], profs: list[Profile], feature) -> dict[str, Any]:
-    """preflight.run on every node (concurrently), then the cross-node comparison."""
-    from dynspec_cli.verdict import preflight
+    """The engine's preflight on every node (concurrently), then the cross-node comparison."""
+    engine = engines.of(feature)
 
     def one(i: int) -> dict[str, Any]:
         prof = profs[i]
-        r = preflight.run(targets[i], prof.python, feature, prof.argv()[3:], prof.env,
-                          patched=prof.patched_class or None)
+        r = engine.preflight(targets[i], prof.python, feature, prof.argv()[3:], prof.env, prof.patched_class or None)
         files = [p["file"] for p in r.get("patched") or [] if p.get("file")]
         hashes = hash_files(targets[i], prof.python, sorted(set(files)))
-        r["file_hashes"] = {_relative(f, r.get("sglang_path")): h for f, h in hashes.items()}
+        r["file_hashes"] = {_relative(f, engine.install_of(r), engine.package): h for f, h in hashes.items()}
         return r
 
     results, errors = each_concurrently(one, list(range(len(targets))))
     for e in errors:
         if e is not None:
             raise e
-    nodes = [{"rank": i, "host": targets[i].name, "version": r.get("sglang_version"), "hashes": r.get("file_hashes"),
+    nodes = [{"rank": i, "host": targets[i].name, "version": engine.release_of(r), "hashes": r.get("file_hashes"),
               "flags": profs[i].argv()[3:], "verdict": r["verdict"]} for i, r in enumerate(results)]
-    findings = compare_nodes(nodes)
+    findings = compare_nodes(nodes, engine)
     for n, r in zip(nodes, results):
         if r["verdict"] == "dead":
             first = next((f for f in r["findings"] if f["severity"] == "error"), None)
@@ -106,5 +109,11 @@ def preflight_group(targets: list[Host], profs: list[Profile], feature) -> dict[
                                        rank=n["rank"], host=n["host"]))
     return {"nodes": results, "findings": [f.to_json() for f in findings], "ok": not findings,
             "dead": forced_verdict(findings, "group") == "dead",
-            "sglang_version": results[0].get("sglang_version") if results else None}
+            release_key(engine): engine.release_of(results[0]) if results else None}
+
+
+def release_key(engine) -> str:
+    """The group preflight's key of the nodes' release: the engine's own (what group reports and
+    the node start read)."""
+    return engine.version_key or "engine_version"
 

@@ -8,6 +8,7 @@ import sys
 import time
 from typing import Iterable
 
+from dynspec_cli import engines
 from dynspec_cli.place.group.record import reach_files
 from dynspec_cli.report.runs import LiveDisplay
 from dynspec_cli.run import hints
@@ -45,8 +46,9 @@ class Screen:
         if self.json_out:
             return
         for i, (r, t) in enumerate(zip(pre["nodes"], self.targets)):
-            self.out.print(f"preflight node {i} ({t.name}): {r['verdict']}, sglang "
-                           f"{r.get('sglang_version') or '?'}, {len(r.get('file_hashes') or {})} patched file(s)")
+            e = engines.get(r.get("engine") or engines.DEFAULT)  # (a result that names no engine: the DEFAULT's)
+            self.out.print(f"preflight node {i} ({t.name}): {r['verdict']}, {e.title} "
+                           f"{e.release_of(r) or '?'}, {len(r.get('file_hashes') or {})} patched file(s)")
         for f in pre["findings"]:
             self.out.print(f"  [red]✗[/] {f['code']}: {_escape(f['message'])}")
 

@@ -199,7 +199,7 @@ def _task_server(login: Host, prof, feature, shown_argv: list[str], command: str
                  probe_env: dict[str, str] | None, jobdir: str) -> list[str]:
     """The launch's header line in the node's log (as control.start writes it), then the server,
     exec'd so that the pid node.sh writes is the server's."""
-    from dynspec_cli.evidence.rules import LAUNCH_PREFIX
+    from dynspec_cli.evidence.observation import LAUNCH_PREFIX
     from dynspec_cli.run.secrets import redact_env
 
     q = shlex.quote
@@ -225,15 +225,16 @@ def _task_server(login: Host, prof, feature, shown_argv: list[str], command: str
 def prepare(login: Host, sp: SlurmProfile, feature, *, probe: bool, preflight: bool) -> Job:
     """The job for `sp`, its probe set up on the login host (the nodes share its files) and its
     logs' offsets taken: what `launch` submits and `--dry-run` shows."""
+    from dynspec_cli import engines
     from dynspec_cli.run import control
-    from dynspec_cli.run import probe as probe_setup
 
     jobdir = records.expand(login, f"~/.dynspec/slurm/{sp.prof.name}-{time.strftime('%Y%m%d-%H%M%S')}")
     penv = None
-    if probe:
-        targets = probe_setup.probe_targets(feature, None, sp.prof.patched_class or None)
+    setup = engines.of(feature).probe
+    if probe and setup is not None:  # (an engine without an in-server probe starts as it is)
+        targets = setup.probe_targets(feature, None, sp.prof.patched_class or None)
         if targets:
-            penv = control.probe_env_on(login, sp.prof.python, targets, {"PYTHONPATH": ""})
+            penv = control.probe_env_on(login, sp.prof.python, setup, targets, {"PYTHONPATH": ""})
             pdir = penv["PYTHONPATH"].split(":")[0]
             penv["PYTHONPATH"] = ":".join([pdir] + ([sp.prof.env["PYTHONPATH"]] if "PYTHONPATH" in sp.prof.env else []))
     job = render(login, sp, feature, jobdir=jobdir, probe_env=penv, preflight=preflight)

@@ -17,7 +17,12 @@ from dynspec_cli.place.slurm.scheduler import (BY_SLURM, WAITING, JobState, Slur
 from dynspec_cli.run import records
 from dynspec_cli.transport import Host, TransportError
 
-_READINESS = engines.SERVING[engines.DEFAULT].readiness  # (SlurmRecord has no engine: only a multi-node engine runs there)
+
+def _readiness(rec: SlurmRecord) -> tuple[str, ...]:
+    """(A SlurmRecord names no engine: the registry's DEFAULT, the multi-node engine that runs there.)"""
+    return engines.get(node_record(rec, 0).engine).serving.readiness
+
+
 HEALTH_AT = r"""
 import sys, urllib.request
 addr, port, paths = sys.argv[1], sys.argv[2], sys.argv[3:]
@@ -220,7 +225,7 @@ class _Watch:
 
         login, rec, rank, stop = self.login, self.rec, state.rank, self.loops.stop
         nrec = node_record(rec, rank)
-        pipe = Pipeline.for_record(nrec, self.feature)
+        pipe = Pipeline.for_record(nrec, self.feature, engines.get(nrec.engine))
 
         def grew() -> None:
             if state.first_data is None and pipe.consumed > nrec.log_offset:
@@ -271,7 +276,7 @@ class _Watch:
         """Node 0's readiness, asked from the login host at its NodeAddr (rank 0 serves HTTP)."""
         rec = self.rec
         try:
-            res = self.login.run_python(self.login.python, HEALTH_AT, [rec.addrs[0], str(rec.port), *_READINESS],
+            res = self.login.run_python(self.login.python, HEALTH_AT, [rec.addrs[0], str(rec.port), *_readiness(rec)],
                                         timeout=30)
             return res.text.strip() or None
         except TransportError:

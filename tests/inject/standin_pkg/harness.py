@@ -1,5 +1,5 @@
 """Run a server (the stand-in or real sglang) as a real process tree with the probe injected through
-dynspec_cli.run.probe, and split its stderr into probe records per process and everything else."""
+dynspec_cli.engines.sglang.probe_setup, and split its stderr into probe records per process and everything else."""
 from __future__ import annotations
 
 import dataclasses
@@ -13,7 +13,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Iterable, Mapping, Optional, Sequence
 
-from dynspec_cli.run.probe import PREFIX, parse_probe_line, probe_env
+from dynspec_cli.engines.sglang.probe_setup import PREFIX, parse_probe_line, probe_env
 
 STANDIN_DIR = Path(__file__).resolve().parent
 SPEC_DIR = STANDIN_DIR / "sglang_standin" / "srt" / "speculative"
