@@ -12,6 +12,7 @@ from typing import Optional
 
 import msgspec
 
+from dynspec_cli import engines
 from dynspec_cli.run import records
 from dynspec_cli.run.records import RunRecord
 
@@ -106,7 +107,7 @@ class ToyPlacement:
         self.rec = RunRecord(name=prof.name, host=host.name, pid=pids["server"], pgid=first.pid, argv=prof.argv(),
                              env={}, log=log, log_offset=0, port=prof.port, started_at=records.now(),
                              feature=self.feature.name, python=prof.python, cwd=prof.workdir,
-                             engine=prof.engine or self.feature.engine)
+                             engine=prof.engine or engines.name_of(self.feature))
         save(host, self.rec)
         return self.rec
 
