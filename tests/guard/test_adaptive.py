@@ -1,4 +1,4 @@
-"""The guard's judgement of sglang's adaptive speculation (guard/adaptive.py), on Decode batch lines
+"""The guard's judgement of sglang's adaptive speculation (engines/sglang/adaptive.py), on Decode batch lines
 and controller lines shaped as sglang 0.5.23 logs them. Expected tiers, routes and step-up points
 are what a person reads in the 0.5.23 wheel: adaptive_spec_params.py (DEFAULT_ADAPTIVE_CONFIG
 "1": [1, 3, 5, 7], "8": [0, 1, 3], "32": [0, 1], "64": [0]; step up from s once the EMA exceeds

@@ -167,7 +167,7 @@ def test_probe_runs_under_python_3_8():
 
 
 def test_launch_probes_every_running_hunk_of_the_judged_diff():
-    """preflight's `hunks` entries (verdict/hunks.py) become probe targets: behaviour and marker hunks
+    """preflight's `hunks` entries (engines/sglang/hunks.py) become probe targets: behaviour and marker hunks
     (module-relative, so they resolve in the server's own sglang), never comments, flags or a plugin's files."""
     hunks = [
         {"file": "python/sglang/srt/speculative/eagle_worker_v2.py", "installed": "/site/sglang/srt/speculative/eagle_worker_v2.py",

@@ -1,4 +1,4 @@
-"""dynspec_cli/knowledge/sglang.py and configs/sglang/*.toml, without the network.
+"""dynspec_cli/engines/sglang/knowledge.py and configs/sglang/*.toml, without the network.
 
 The expected outcomes of argument resolution and dispatch are those sglang's real code gave on
 a CPU box (../shared/reference/cpu-dryrun.md §1, §3, §4) and those read in the wheels

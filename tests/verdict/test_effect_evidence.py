@@ -1,5 +1,5 @@
 """The feature's effect is evidence (issue 29 item 4): the server's own `Decode batch` lines, speculation on or off
-by `#running-req` against the feature's threshold, decided as `prove` decides a step (prove/decision.py).
+by `#running-req` against the feature's threshold, decided as `prove` decides a step (verdict/decision.py).
 
 Every log is the real recorded log of a real sglang 0.5.12.post1 server running dynamic-spec-disable with
 threshold 5 (tests/fixtures/logs/gpu-h200/0.5.12.post1/live-probe.log: the crafted EAGLE3 draft always agrees
