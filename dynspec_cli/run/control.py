@@ -259,11 +259,12 @@ def _alive(host: Host, rec: RunRecord, doc: Optional[dict] = None) -> tuple[bool
 def _judge(data: bytes, start: int, rec: RunRecord, feature_loader, *, alive: bool, quiet_for: float) -> Optional[str]:
     """The verdict of the log from byte `start` on. A live process's log that shows a crash and
     has been quiet since is crashed (as watch decides), not "inconclusive"."""
-    from dynspec_cli.verdict.pipeline import Pipeline
+    from dynspec_cli.verdict.pipeline import Pipeline, record_hunks
 
     feature = feature_loader(rec.feature)
     pipe = Pipeline.for_record(rec, feature) if start == rec.log_offset else \
-        Pipeline(feature, rec.patched_class or None, rec.sglang_version, offset=start, engine=rec.engine)
+        Pipeline(feature, rec.patched_class or None, rec.sglang_version, offset=start, engine=rec.engine,
+                 hunks=record_hunks(rec))
     pipe.feed(data)
     pipe.flush()
     return pipe.verdict(at_eof=not alive, quiet_for=quiet_for).verdict

@@ -75,4 +75,24 @@ def summary(path: str, text: str, pre: Optional[dict[str, Any]]) -> dict[str, An
     entries = (pre or {}).get("hunks") or []
     files = sorted({e["installed"] for e in entries if e.get("installed")})
     return {"path": path, "sha256": sha256(text), "files": files,
-            "hunks": [{k: e.get(k) for k in ("file", "class", "function", "lines", "role", "reach")} for e in entries]}
+            "hunks": [{k: e.get(k) for k in ("file", "class", "function", "lines", "role", "reach")} for e in entries]
+            or unjudged(text)}
+
+
+def unjudged(text: str) -> list[dict[str, Any]]:
+    """The hunks of a diff no preflight judged (`launch --no-preflight`), from its text alone: their
+    file and lines, a flag where the file is server_args.py (what the log's judge needs to see that a
+    diff of flags only changes nothing that decodes: DS228), else role and reach not known."""
+    from dynspec_cli.inject.inspector.diff import parse_diff
+
+    out = []
+    for f in parse_diff(text)[0]:
+        old, new = f.get("old") or "", f.get("new") or ""
+        path = old if new == "/dev/null" else new
+        path = path[2:] if path[:2] in ("a/", "b/") else path
+        flag = path.replace("\\", "/").rsplit("/", 1)[-1] == "server_args.py"
+        for h in f["hunks"]:
+            added = [no for no, _ in h["added_lines"]] or [h["new_start"]]
+            out.append({"file": path, "class": None, "function": None, "lines": [min(added), max(added)],
+                        "role": "flag" if flag else "not judged", "reach": "reachable" if flag else "unknown"})
+    return out

@@ -25,16 +25,21 @@ from dynspec_cli.verdict.result import Verdict
 Tick = Callable[[Verdict, float], Optional[Verdict]]
 
 
+def record_hunks(rec) -> Optional[list[dict]]:
+    """The run's diff as its launch's preflight judged it per hunk (None: the run was given no diff)."""
+    return (getattr(rec, "patch", None) or {}).get("hunks") or None
+
+
 class Pipeline:
     """One log's judging state. `line_base`/`offset`: where the bytes fed start in the file, so
     the evidence of a launch watched from the middle of its log carries the file's line numbers
     (the same numbers `dynspec verify` prints for that file)."""
 
     def __init__(self, feature: Feature, patched: Optional[list[str]] = None, version: Optional[str] = None, *,
-                 line_base: int = 0, offset: int = 0, engine: str = "sglang") -> None:
+                 line_base: int = 0, offset: int = 0, engine: str = "sglang", hunks: Optional[list[dict]] = None) -> None:
         e = engines.get(engine)  # the engine's classifier and judge (engines/__init__.py)
         self.feature = feature
-        self.judge = e.judge(feature, patched, version)
+        self.judge = e.judge(feature, patched, version, hunks=hunks)
         self.feeder = Feeder(e.classifier(feature), self.judge, no=line_base, offset=offset)
 
     @classmethod
@@ -42,7 +47,7 @@ class Pipeline:
         """For a run record's launch (its log from the launch's first byte)."""
         return cls(feature, rec.patched_class or None, rec.sglang_version,
                    line_base=getattr(rec, "log_line_base", 0) or 0, offset=rec.log_offset if from_start else 0,
-                   engine=getattr(rec, "engine", "sglang"))
+                   engine=getattr(rec, "engine", "sglang"), hunks=record_hunks(rec))
 
     # --- bytes in -------------------------------------------------------------------------
     def feed(self, data: bytes) -> None:

@@ -197,7 +197,7 @@ par_site() {  # par_site CASE DIFF: a pristine sglang with the case's diff
     "$PY" gpu/device/apply_patch.py "/tmp/site-$1" "$2" > "$A/apply-m$1.txt" 2>&1
 }
 stage_par() {
-  local P=gpu/patches DA=$P/a-marker-and-behaviour-in-draft-0.5.12.post1.diff DE=$P/e-only-server-args-0.5.12.post1.diff
+  local P=gpu/patches; local DA=$P/a-marker-and-behaviour-in-draft-0.5.12.post1.diff DE=$P/e-only-server-args-0.5.12.post1.diff
   local DF=$P/f-plugin-0.5.12.post1.diff FF=$PWD/gpu/patches/f-plugin-feature.toml
   stage_jit & par_site a "$DA" & par_site c "$DIFF" & par_site e "$DE" & par_site f "$DF" & wait
   cat "$A"/apply-m*.txt
