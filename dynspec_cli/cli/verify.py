@@ -21,6 +21,7 @@ def run_verify(log: str, *, json_out: bool = False, follow: bool = False, timeou
     from dynspec_cli.knowledge.features import load_feature
 
     patched = list(patched_class) if patched_class else None
+    given: dict = {}  # the diff for the judge: mapped onto this machine's sglang, else its hunks from its text
     try:
         feat = load_feature(feature)
         if patch is None:
@@ -31,8 +32,13 @@ def run_verify(log: str, *, json_out: bool = False, follow: bool = False, timeou
             from dynspec_cli.run import patchfile
             from dynspec_cli.verdict.diffclasses import patched_classes
 
-            classes = patched_classes(patchfile.read(patch)[1], feat.marker.literal)
+            from dynspec_cli.verdict.diffclasses import analysed
+
+            text = patchfile.read(patch)[1]
+            classes = patched_classes(text, feat.marker.literal)
             patched = list(dict.fromkeys((patched or []) + classes)) or patched
+            diff = analysed(text, feat.marker.literal)
+            given = {"diff": diff} if diff is not None else {"hunks": patchfile.unjudged(text)}
         sglang_version = checks.sglang_version(sglang_version)
         if timeout is not None and timeout <= 0:
             raise UsageError("--timeout must be a positive number of seconds")
@@ -57,7 +63,7 @@ def run_verify(log: str, *, json_out: bool = False, follow: bool = False, timeou
         if source is not None:
             judge = pipeline.judge_growing if follow else pipeline.judge_file
             kw = {"timeout": timeout} if follow else {}
-            v = judge(log, feat, patched, version, engine=name, source=source, **kw)
+            v = judge(log, feat, patched, version, engine=name, source=source, **given, **kw)
         elif follow:
             import os
 
@@ -65,9 +71,9 @@ def run_verify(log: str, *, json_out: bool = False, follow: bool = False, timeou
                 import sys
 
                 sys.stderr.write(f"dynspec: {log} does not exist yet; waiting for it to appear\n")
-            v = pipeline.judge_growing(log, feat, patched, version, timeout=timeout, engine=name)
+            v = pipeline.judge_growing(log, feat, patched, version, timeout=timeout, engine=name, **given)
         else:
-            v = pipeline.judge_file(log, feat, patched, version, engine=name)
+            v = pipeline.judge_file(log, feat, patched, version, engine=name, **given)
     except known_errors() as e:
         return report(str(e))
     doc = v.to_json()

@@ -92,7 +92,7 @@ def _sglang() -> Engine:
     return Engine(
         "sglang", knowledge,
         lambda feature: Classifier(knowledge(), feature),
-        lambda feature, patched=None, version=None, hunks=None: Judge(knowledge(), feature, patched_classes=patched, sglang_version=version, hunks=hunks),
+        lambda feature, patched=None, version=None, hunks=None, diff=None: Judge(knowledge(), feature, patched_classes=patched, sglang_version=version, hunks=hunks, diff=diff),
         preflight)
 
 
@@ -114,7 +114,7 @@ def _vllm() -> Engine:
     return Engine(
         "vllm", knowledge,
         lambda feature: VllmClassifier(knowledge(), feature),
-        lambda feature, patched=None, version=None, hunks=None: VllmJudge(knowledge(), feature, patched_classes=patched, engine_version=version),
+        lambda feature, patched=None, version=None, hunks=None, diff=None: VllmJudge(knowledge(), feature, patched_classes=patched, engine_version=version),
         preflight, preflight_text)
 
 

@@ -49,17 +49,31 @@ def _local_package() -> Optional[str]:
     return os.path.dirname(spec.origin) if spec is not None and spec.origin else None
 
 
-def _from_install(text: str, pkg: str, literal: str) -> dict[tuple[str, int], list[str]]:
-    """(diff path, hunk index) -> behaviour classes, for the hunks the installed files hold."""
+def analysed(text: str, literal: str) -> Optional[dict]:
+    """The diff mapped onto the sglang this interpreter would import (each hunk's scopes: class,
+    function, marker, behaviour), for the log's judge to place each hunk against the worker the log
+    shows; None when no sglang is importable here."""
+    pkg = _local_package()
+    return _analyse(text, pkg, literal) if pkg else None
+
+
+def _analyse(text: str, pkg: str, literal: str) -> dict:
     from dynspec_cli.inject.inspector.common import Source
     from dynspec_cli.inject.inspector.diff import analyse_diff, mark_roles
     from dynspec_cli.inject.inspector.marker import marker_hits_in
-    from dynspec_cli.verdict import hunks
 
     diff = analyse_diff(text, pkg)
     hits = [h for f in diff["files"] if f.get("present") and str(f["installed_path"]).endswith(".py")
             for h in marker_hits_in(Source.get(f["installed_path"]), literal, None)]
     mark_roles(diff, hits)
+    return diff
+
+
+def _from_install(text: str, pkg: str, literal: str) -> dict[tuple[str, int], list[str]]:
+    """(diff path, hunk index) -> behaviour classes, for the hunks the installed files hold."""
+    from dynspec_cli.verdict import hunks
+
+    diff = _analyse(text, pkg, literal)
     out = {}
     for f in diff["files"]:
         for i, h in enumerate(f["hunks"]):

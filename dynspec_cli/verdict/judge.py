@@ -66,12 +66,16 @@ class Judge:
     """Fed observations in log order; judges the newest launch."""
 
     def __init__(self, knowledge: Knowledge, feature: Feature, *, patched_classes: list[str] | None = None,
-                 sglang_version: str | None = None, hunks: Optional[list[dict]] = None) -> None:
+                 sglang_version: str | None = None, hunks: Optional[list[dict]] = None,
+                 diff: Optional[dict] = None) -> None:
         self.k = knowledge
         self.feature = feature
         # the run's diff as preflight judged it per hunk on the server's own interpreter (the run
         # record's patch.hunks: file, class, function, lines, role, reach), or None: no diff given
         self.hunks = hunks
+        # or (`verify --patch`) the diff mapped onto this machine's sglang, each hunk then placed
+        # against the worker the log shows (verdict/diffclasses.py analysed)
+        self.diff = diff
         self.patched = patched_classes or [p.cls for p in feature.patch]
         self.patched_methods = {p.cls: p.function for p in feature.patch}  # class -> the patched method
         self.pinned = sglang_version
@@ -226,12 +230,13 @@ class Judge:
         """The run's diff decides, not the marker's method (issue 29): every hunk in server_args.py
         (DS228) or every behaviour hunk out of reach (DS226) is dead whatever the marker says; a
         reachable behaviour hunk keeps an overridden announcement from calling the patch dead."""
-        if not self.hunks:
+        entries = self.hunks or self._placed(j)
+        if not entries:
             return
-        behaviour = [h for h in self.hunks if h.get("role") in ("behaviour", "marker+behaviour")]
+        behaviour = [h for h in entries if h.get("role") in ("behaviour", "marker+behaviour")]
         where = lambda h: f"{h.get('class') + '.' if h.get('class') else ''}{h.get('function') or '<module>'} ({h.get('file')})"
         line = j.la.config.algorithm_line or j.la.first
-        if all(str(h.get("file") or "").endswith("server_args.py") for h in self.hunks):
+        if all(str(h.get("file") or "").endswith("server_args.py") for h in entries):
             j.add("DS228", "every hunk of the run's diff is in server_args.py (flags, argument handling, perhaps the "
                            "announcement): nothing in the workers acts on the flag while decoding, so the marker proves "
                            "only that the flag was parsed.", line=line, text=False)
@@ -240,6 +245,23 @@ class Judge:
                            "launch, per hunk): " + "; ".join(where(h) for h in behaviour) + ".", line=line, text=False)
         else:
             j.behaviour_runs = next((where(h) for h in behaviour if h.get("reach") == "reachable"), None)
+            marks = [h for h in entries if h.get("role") == "marker"]
+            if j.behaviour_runs and marks and all(h.get("reach") == "not reachable" for h in marks):
+                j.add("DS225", f"the patch's behaviour runs ({j.behaviour_runs}) but its announcement will be silent: "
+                               + "; ".join(where(h) + (f": {h['reason']}" if h.get("reason") else " is not on the path of "
+                                                       "the workers this launch runs") for h in marks) + ".",
+                      line=j.la.config.overlap_line or line, clip=False)
+
+    def _placed(self, j: "Judging") -> Optional[list[dict]]:
+        """verify --patch: each hunk of the analysed diff against the worker the log shows."""
+        if self.diff is None:
+            return None
+        from dynspec_cli.verdict import hunks
+
+        version = self.k.single(j.mask) if j.mask else None
+        worker = j.worker.get("class")
+        run = hunks.running(self.k, version, worker, j.worker.get("basis") or "the log") if version and worker else None
+        return hunks.judge(self.diff, self.k, run, plugin=self.feature.plugin is not None)
 
     def step_method(self, j: "Judging") -> None:
         """The patched class is in the MRO, but an override on the way never calls the patched method."""
@@ -249,6 +271,8 @@ class Judge:
         patched, method, by = next(iter(a.method_blocked.values()))
         running = " / ".join(sorted({c.cls for c in a.method_blocked}))
         if j.behaviour_runs:  # the announcement's method is skipped; the diff's behaviour is not (case c)
+            if any(f.code == "DS225" for f in j.findings):
+                return
             j.add("DS225", f"the patch's behaviour runs ({j.behaviour_runs}) but its announcement will be silent: this "
                            f"launch runs {running}, whose {by}.{method} does not call {patched}.{method}.",
                   line=j.la.config.overlap_line or j.la.config.algorithm_line or j.la.first)

@@ -36,10 +36,11 @@ class Pipeline:
     (the same numbers `dynspec verify` prints for that file)."""
 
     def __init__(self, feature: Feature, patched: Optional[list[str]] = None, version: Optional[str] = None, *,
-                 line_base: int = 0, offset: int = 0, engine: str = "sglang", hunks: Optional[list[dict]] = None) -> None:
+                 line_base: int = 0, offset: int = 0, engine: str = "sglang", hunks: Optional[list[dict]] = None,
+                 diff: Optional[dict] = None) -> None:
         e = engines.get(engine)  # the engine's classifier and judge (engines/__init__.py)
         self.feature = feature
-        self.judge = e.judge(feature, patched, version, hunks=hunks)
+        self.judge = e.judge(feature, patched, version, hunks=hunks, diff=diff)
         self.feeder = Feeder(e.classifier(feature), self.judge, no=line_base, offset=offset)
 
     @classmethod
@@ -95,18 +96,19 @@ def judge_bytes(data: bytes, feature: Feature, patched: Optional[list[str]] = No
 
 
 def judge_file(path: str, feature: Feature, patched: Optional[list[str]] = None,
-               version: Optional[str] = None, *, engine: str = "sglang", source: Optional[Stream] = None) -> Verdict:
+               version: Optional[str] = None, *, engine: str = "sglang", source: Optional[Stream] = None,
+               hunks: Optional[list[dict]] = None, diff: Optional[dict] = None) -> Verdict:
     """A complete log file, or `source` (a Stream) to its end; LogError (one line) when it is not a
-    readable text log."""
+    readable text log. `hunks`/`diff`: the diff given (`verify --patch`), as Pipeline takes them."""
     if source is not None:
         with source:
-            p = Pipeline(feature, patched, version, engine=engine)
+            p = Pipeline(feature, patched, version, engine=engine, hunks=hunks, diff=diff)
             feed_stream(source, p.feeder)
             return p.final()
     with open_log(path) as fh:
         fh.seek(0, 2)
         size = fh.tell()
-        p = Pipeline(feature, patched, version, engine=engine)
+        p = Pipeline(feature, patched, version, engine=engine, hunks=hunks, diff=diff)
         if size >= bigfile.BIG:
             return _judge_big_file(fh, size, p)
         feed_file(fh, p.feeder)
@@ -115,7 +117,8 @@ def judge_file(path: str, feature: Feature, patched: Optional[list[str]] = None,
 
 def judge_growing(path: str, feature: Feature, patched: Optional[list[str]] = None, version: Optional[str] = None,
                   *, timeout: Optional[float], on_update: Callable[[Verdict], None] | None = None,
-                  events=None, engine: str = "sglang", source: Optional[Stream] = None) -> Verdict:
+                  events=None, engine: str = "sglang", source: Optional[Stream] = None,
+                  hunks: Optional[list[dict]] = None, diff: Optional[dict] = None) -> Verdict:
     """A file on this machine as it grows: returns as soon as the verdict is decided (or at
     `timeout`). A file not there yet is waited for (as tail -F), within `timeout`: the shell that
     runs `nohup sglang ... > LOG &` may not have created it yet. `events` replaces following the
@@ -131,7 +134,8 @@ def judge_growing(path: str, feature: Feature, patched: Optional[list[str]] = No
         from dynspec_cli.transport.local import LocalHost
 
         events = LocalHost().follow(path, 0)
-    verdict, why = judge_stream(events, Pipeline(feature, patched, version, engine=engine), timeout=timeout,
+    verdict, why = judge_stream(events, Pipeline(feature, patched, version, engine=engine, hunks=hunks, diff=diff),
+                                timeout=timeout,
                                 on_update=on_update)
     if absent and why == "timeout" and not os.path.exists(path):
         raise LogError(f"{path}: no such file (waited {timeout:g}s for it to appear)")

@@ -90,3 +90,64 @@ def test_hunks_of_a_diff_no_preflight_judged(name, roles):
     entries = unjudged(read_text(str(PATCHES / name)))
     assert [e["role"] for e in entries] == roles
     assert entries[0]["file"] == "sglang/srt/server_args.py" and entries[0]["lines"] == [585, 585]
+
+
+# --- `dynspec verify LOG --patch F.diff` on a machine with the patched sglang installed (the GPU box, where
+# benchmark scripts run verify): each hunk is placed against the worker the log shows, as launch's preflight did
+
+def _verify_with_patch(patched_sglang, case: str, log, diff: str):
+    import os
+    import subprocess
+    import sys
+
+    _, site = patched_sglang(case)
+    repo = Path(__file__).resolve().parents[2]
+    r = subprocess.run([sys.executable, "-m", "dynspec_cli", "verify", "--json", str(HERE / log), "--patch",
+                        str(PATCHES / diff)], capture_output=True, text=True, timeout=180, cwd=repo,
+                       env=dict(os.environ, PYTHONPATH=f"{repo}{os.pathsep}{site}"))
+    d = json.loads(r.stdout.splitlines()[-1] if r.stdout.count("\n{") else r.stdout)
+    return r.returncode, d, [f["code"] for f in d["findings"]]
+
+
+@pytest.fixture(scope="module")
+def patched_sglang(tmp_path_factory):
+    from tests.preflight.test_preflight_hunks import make_python
+
+    made = {}
+
+    def get(case: str):
+        diff = {"a": "a-marker-and-behaviour-in-draft", "c": "dynamic-spec-disable", "d": "d-behaviour-in-v1-draft",
+                "e": "e-only-server-args"}[case]
+        if case not in made:
+            made[case] = make_python(tmp_path_factory.mktemp(f"site-{case}"), "0.5.12.post1",
+                                     PATCHES / f"{diff}-0.5.12.post1.diff")
+        return made[case]
+    return get
+
+
+@pytest.mark.wheels
+def test_verify_with_the_patch_calls_case_c_live_not_dead(patched_sglang):
+    rc, d, codes = _verify_with_patch(patched_sglang, "c", "tiny-mc.log", "dynamic-spec-disable-0.5.12.post1.diff")
+    assert (rc, d["verdict"]) == (0, "live")
+    assert "DS225" in codes and "DS211" not in codes and "DS301" not in codes
+
+
+@pytest.mark.wheels
+def test_verify_with_the_patch_calls_case_e_dead_though_its_marker_logged(patched_sglang):
+    rc, d, codes = _verify_with_patch(patched_sglang, "e", "tiny-me.log", "e-only-server-args-0.5.12.post1.diff")
+    assert (rc, d["verdict"]) == (1, "dead") and "DS228" in codes
+
+
+@pytest.mark.wheels
+def test_verify_with_the_patch_calls_case_a_live(patched_sglang):
+    rc, d, codes = _verify_with_patch(patched_sglang, "a", "tiny-ma.log", "a-marker-and-behaviour-in-draft-0.5.12.post1.diff")
+    assert (rc, d["verdict"]) == (0, "live") and "DS310" not in codes
+
+
+@pytest.mark.wheels
+def test_verify_with_the_patch_calls_case_d_dead_from_its_hunks(patched_sglang):
+    """Case d of this morning's run (0.5.12.post1-wheel/tiny-md.log): the marker in EAGLEWorkerV2.__init__
+    logged, the behaviour sat in EAGLEWorker.draft (V1), which EAGLEWorkerV2 never builds."""
+    log = HERE.parent / "0.5.12.post1-wheel" / "tiny-md.log"
+    rc, d, codes = _verify_with_patch(patched_sglang, "d", log, "d-behaviour-in-v1-draft-0.5.12.post1.diff")
+    assert (rc, d["verdict"]) == (1, "dead") and "DS226" in codes
