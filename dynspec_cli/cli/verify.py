@@ -21,6 +21,7 @@ def run_verify(log: str, *, json_out: bool = False, follow: bool = False, timeou
     from dynspec_cli.knowledge.features import load_feature
 
     patched = list(patched_class) if patched_class else None
+    diff = None  # the diff given, for the engine's judge to place each hunk against the worker the log shows
     try:
         from dynspec_cli import engines
 
@@ -52,8 +53,10 @@ def run_verify(log: str, *, json_out: bool = False, follow: bool = False, timeou
         if patch is not None:  # the diff's behaviour hunks name the patched classes (as the engine reads them)
             from dynspec_cli.run import patchfile
 
-            classes = eng.patched_classes(patchfile.read(patch)[1], feat.marker.literal)
+            text = patchfile.read(patch)[1]
+            classes = eng.patched_classes(text, feat.marker.literal)
             patched = list(dict.fromkeys((patched or []) + classes)) or patched
+            diff = {"text": text}
         pins = {"sglang_version": sglang_version}  # the engines' own options, by the key of their release
         version = pins.get(eng.version_key) if eng.version_key else engine_version
         gc.freeze()
@@ -61,7 +64,7 @@ def run_verify(log: str, *, json_out: bool = False, follow: bool = False, timeou
         if source is not None:
             judge = pipeline.judge_growing if follow else pipeline.judge_file
             kw = {"timeout": timeout} if follow else {}
-            v = judge(log, feat, patched, version, engine=eng, source=source, **kw)
+            v = judge(log, feat, patched, version, engine=eng, source=source, diff=diff, **kw)
         elif follow:
             import os
 
@@ -69,9 +72,9 @@ def run_verify(log: str, *, json_out: bool = False, follow: bool = False, timeou
                 import sys
 
                 sys.stderr.write(f"dynspec: {log} does not exist yet; waiting for it to appear\n")
-            v = pipeline.judge_growing(log, feat, patched, version, timeout=timeout, engine=eng)
+            v = pipeline.judge_growing(log, feat, patched, version, timeout=timeout, engine=eng, diff=diff)
         else:
-            v = pipeline.judge_file(log, feat, patched, version, engine=eng)
+            v = pipeline.judge_file(log, feat, patched, version, engine=eng, diff=diff)
     except known_errors() as e:
         return report(str(e))
     doc = v.to_json()

@@ -185,8 +185,12 @@ class Engine(Protocol):
     def classifier(self, feature: Any) -> Classifier:
         """Log lines -> observations, with the feature's marker among the literals."""
 
-    def judge(self, feature: Any, patched: Optional[list[str]] = None, version: Optional[str] = None) -> Judge:
-        """Observations -> a Verdict (the one judge core, verdict/core.py, runs the engine's steps)."""
+    def judge(self, feature: Any, patched: Optional[list[str]] = None, version: Optional[str] = None,
+              diff: Optional[dict] = None) -> Judge:
+        """Observations -> a Verdict (the one judge core, verdict/core.py, runs the engine's steps).
+        `diff`: the diff given for this log, {"hunks": [...]} as the run's preflight judged each hunk
+        (the run record's patch.hunks) or {"text": ...} (`verify --patch`); an engine that cannot place
+        hunks ignores it and judges as without."""
 
     def report_facts(self, doc: dict) -> list[Fact]:
         """The verdict's engine lines in the report (its release, what speculates, the engine's own

@@ -259,12 +259,13 @@ def _judge(data: bytes, start: int, rec: RunRecord, feature_loader, *, alive: bo
     """The verdict of the log from byte `start` on. A live process's log that shows a crash and
     has been quiet since is crashed (as watch decides), not "inconclusive"."""
     from dynspec_cli import engines
-    from dynspec_cli.verdict.pipeline import Pipeline
+    from dynspec_cli.verdict.pipeline import Pipeline, record_diff
 
     feature = feature_loader(rec.feature)
     engine = engines.get(rec.engine)
     pipe = Pipeline.for_record(rec, feature, engine) if start == rec.log_offset else \
-        Pipeline(feature, rec.patched_class or None, rec.sglang_version, offset=start, engine=engine)
+        Pipeline(feature, rec.patched_class or None, rec.sglang_version, offset=start, engine=engine,
+                 diff=record_diff(rec))
     pipe.feed(data)
     pipe.flush()
     return pipe.verdict(at_eof=not alive, quiet_for=quiet_for).verdict

@@ -28,6 +28,7 @@ import os
 import re
 import socket
 import sys
+import threading
 import time
 import types
 from dataclasses import dataclass, field
@@ -412,8 +413,22 @@ def _connect_hop(spec: str, config, opts: Options, conn: Connection, *, via, dep
                                              f"(not an SSH server, or sshd MaxStartups?): {text}") from None
         raise ConnectError(target.label, f"SSH negotiation failed: {text}") from None
     transport = client.get_transport()
+    _inactive_when_reader_ends(transport)
     if target.keepalive:
         transport.set_keepalive(max(1, int(target.keepalive)))
+
+
+def _inactive_when_reader_ends(transport) -> None:
+    """Mark the transport inactive once its reader thread has ended. paramiko's reader, when the
+    connection dies, unlinks the channels before it clears `active`; a channel that open_session
+    registered but has not yet bound to the transport makes that unlink raise, the thread ends with
+    `active` still True, and open_session (which polls `active`) waits its whole timeout (30 s)
+    instead of failing at once (seen in CI: a dropped connection, then a channel opened on it)."""
+    def watch() -> None:
+        transport.join()
+        transport.active = False
+
+    threading.Thread(target=watch, name="dynspec-ssh-reader-watch", daemon=True).start()
 
 
 def _open_socket(target: Target, via, conn: Connection):

@@ -25,16 +25,22 @@ from dynspec_cli.verdict.result import Verdict
 Tick = Callable[[Verdict, float], Optional[Verdict]]
 
 
+def record_diff(rec) -> Optional[dict]:
+    """The run's diff as its launch's preflight judged each hunk (None: the run was given no diff)."""
+    hunks = (getattr(rec, "patch", None) or {}).get("hunks")
+    return {"hunks": hunks} if hunks else None
+
+
 class Pipeline:
     """One log's judging state. `line_base`/`offset`: where the bytes fed start in the file, so
     the evidence of a launch watched from the middle of its log carries the file's line numbers
     (the same numbers `dynspec verify` prints for that file)."""
 
     def __init__(self, feature: Feature, patched: Optional[list[str]] = None, version: Optional[str] = None, *,
-                 engine, line_base: int = 0, offset: int = 0) -> None:
+                 engine, line_base: int = 0, offset: int = 0, diff: Optional[dict] = None) -> None:
         self.feature = feature
         self.engine = engine  # its classifier and judge (engines/protocol.py Engine)
-        self.judge = engine.judge(feature, patched, version)
+        self.judge = engine.judge(feature, patched, version, diff=diff)
         self.feeder = Feeder(engine.classifier(feature), self.judge, no=line_base, offset=offset)
 
     @classmethod
@@ -42,7 +48,7 @@ class Pipeline:
         """For a run record's launch (its log from the launch's first byte), by `engine`, the record's."""
         return cls(feature, rec.patched_class or None, rec.sglang_version,
                    line_base=getattr(rec, "log_line_base", 0) or 0, offset=rec.log_offset if from_start else 0,
-                   engine=engine)
+                   engine=engine, diff=record_diff(rec))
 
     # --- bytes in -------------------------------------------------------------------------
     def feed(self, data: bytes) -> None:
@@ -90,18 +96,19 @@ def judge_bytes(data: bytes, feature: Feature, patched: Optional[list[str]] = No
 
 
 def judge_file(path: str, feature: Feature, patched: Optional[list[str]] = None,
-               version: Optional[str] = None, *, engine, source: Optional[Stream] = None) -> Verdict:
+               version: Optional[str] = None, *, engine, source: Optional[Stream] = None,
+               diff: Optional[dict] = None) -> Verdict:
     """A complete log file, or `source` (a Stream) to its end; LogError (one line) when it is not a
     readable text log."""
     if source is not None:
         with source:
-            p = Pipeline(feature, patched, version, engine=engine)
+            p = Pipeline(feature, patched, version, engine=engine, diff=diff)
             feed_stream(source, p.feeder)
             return p.final()
     with open_log(path) as fh:
         fh.seek(0, 2)
         size = fh.tell()
-        p = Pipeline(feature, patched, version, engine=engine)
+        p = Pipeline(feature, patched, version, engine=engine, diff=diff)
         if size >= bigfile.BIG:
             return _judge_big_file(fh, size, p)
         feed_file(fh, p.feeder)
@@ -110,7 +117,7 @@ def judge_file(path: str, feature: Feature, patched: Optional[list[str]] = None,
 
 def judge_growing(path: str, feature: Feature, patched: Optional[list[str]] = None, version: Optional[str] = None,
                   *, timeout: Optional[float], on_update: Callable[[Verdict], None] | None = None,
-                  events=None, engine, source: Optional[Stream] = None) -> Verdict:
+                  events=None, engine, source: Optional[Stream] = None, diff: Optional[dict] = None) -> Verdict:
     """A file on this machine as it grows: returns as soon as the verdict is decided (or at
     `timeout`). A file not there yet is waited for (as tail -F), within `timeout`: the shell that
     runs `nohup sglang ... > LOG &` may not have created it yet. `events` replaces following the
@@ -126,7 +133,7 @@ def judge_growing(path: str, feature: Feature, patched: Optional[list[str]] = No
         from dynspec_cli.transport.local import LocalHost
 
         events = LocalHost().follow(path, 0)
-    verdict, why = judge_stream(events, Pipeline(feature, patched, version, engine=engine), timeout=timeout,
+    verdict, why = judge_stream(events, Pipeline(feature, patched, version, engine=engine, diff=diff), timeout=timeout,
                                 on_update=on_update)
     if absent and why == "timeout" and not os.path.exists(path):
         raise LogError(f"{path}: no such file (waited {timeout:g}s for it to appear)")

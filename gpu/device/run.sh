@@ -4,7 +4,7 @@
 # Stages: install model patch jit raw preflight launch prove gate throughput stop noprobe dead
 #         (and, not by default: starve adaptive pinned: `bash gpu/device/run.sh install model patch starve jit adaptive pinned`;
 #          crash cudagraph: `bash gpu/device/run.sh install model patch jit cudagraph crash`;
-#          the patch matrix: matrixd matrixe, or every remaining case at once: par)
+#          the patch matrix: matrixd matrixe, or every remaining case at once: par; the per-hunk probe's cost: hunkcost)
 # Prints where it got to ([  12.3s] stage ...); everything it gathers goes to $OUT/artifacts.tgz.
 set -u -o pipefail
 export PYTHONUNBUFFERED=1
@@ -197,7 +197,7 @@ par_site() {  # par_site CASE DIFF: a pristine sglang with the case's diff
     "$PY" gpu/device/apply_patch.py "/tmp/site-$1" "$2" > "$A/apply-m$1.txt" 2>&1
 }
 stage_par() {
-  local P=gpu/patches DA=$P/a-marker-and-behaviour-in-draft-0.5.12.post1.diff DE=$P/e-only-server-args-0.5.12.post1.diff
+  local P=gpu/patches; local DA=$P/a-marker-and-behaviour-in-draft-0.5.12.post1.diff DE=$P/e-only-server-args-0.5.12.post1.diff
   local DF=$P/f-plugin-0.5.12.post1.diff FF=$PWD/gpu/patches/f-plugin-feature.toml
   stage_jit & par_site a "$DA" & par_site c "$DIFF" & par_site e "$DE" & par_site f "$DF" & wait
   cat "$A"/apply-m*.txt
@@ -256,6 +256,37 @@ stage_par() {
   dynspec verify "$W/logs/tiny-hunks.log" --json > "$A/verify-hunks.json"
   dynspec stop tiny-hunks > /dev/null 2>&1 & dynspec stop tiny-bare > /dev/null 2>&1 & wait
   cp "$PAR"/*.toml "$A/" ; gone
+}
+
+# The per-hunk probe's cost alone (issue 29 asks under 1%): b's diff launched with --patch (the probe watches
+# its hunks) and the same server without a probe, only these two on the GPU, measured alternately, 4 rounds of
+# 10 s at concurrency 4 (below the threshold) and 2 rounds at 8 (above it: the behaviour hunk's lines run).
+stage_hunkcost() {
+  par_profile tiny-hunks 39000; par_profile tiny-bare 41000
+  timed launch_hunks dynspec launch "$PAR/tiny-hunks.toml" --patch "$DIFF" --timeout 180 > "$A/launch-hunks.txt" 2>&1 &
+  timed launch_bare dynspec launch "$PAR/tiny-bare.toml" --no-probe --timeout 180 > "$A/launch-bare.txt" 2>&1 &
+  wait; tail -2 "$A/launch-hunks.txt" "$A/launch-bare.txt"
+  local round c conc
+  for conc in 4 8; do
+    for round in 1 2 3 4; do
+      [ $conc = 8 ] && [ $round -gt 2 ] && break
+      for c in hunks:39000 bare:41000; do
+        "$PY" gpu/device/throughput.py "${c#*:}" --concurrency $conc --duration 10 \
+          | sed "s/^/${c%%:*} c$conc round $round /" | tee -a "$A/hunkcost.txt"
+      done
+    done
+  done
+  "$PY" - "$A/hunkcost.txt" <<'PYEOF'
+import json, sys
+rows = [l.split(" ", 3) for l in open(sys.argv[1]) if l.strip()]
+for conc in ("c4", "c8"):
+    tps = {k: [json.loads(r[3])["tokens_per_s"] for r in rows if r[0] == k and r[1] == conc] for k in ("hunks", "bare")}
+    if tps["bare"]:
+        h, b = sum(tps["hunks"]) / len(tps["hunks"]), sum(tps["bare"]) / len(tps["bare"])
+        print(f"{conc}: per-hunk probe {h:.0f} tok/s, no probe {b:.0f} tok/s, ratio {h / b:.4f}")
+PYEOF
+  grep -a '"event":"hunk"' "$W/logs/tiny-hunks.log" | head -3 > "$A/probe-hunk-lines.txt"; wc -l < "$A/probe-hunk-lines.txt"
+  dynspec stop tiny-hunks > /dev/null 2>&1 & dynspec stop tiny-bare > /dev/null 2>&1 & wait; gone
 }
 
 # Issue 32 (a machine of two GPUs only: `bash gpu/device/run.sh install model patch jit tp2 dpattn rank1dead`);

@@ -182,6 +182,32 @@ def test_a_changed_host_key_after_a_drop_is_refused_at_once(ssh_lab, slow, tmp_p
         h.close()
 
 
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # paramiko's reader, as in the race
+def test_a_channel_half_open_when_the_connection_dies_fails_at_once(ssh_lab, slow, sleeper):
+    """paramiko's reader thread, when the connection dies, unlinks every channel before it marks
+    the transport inactive; a channel open_session has registered but not yet bound makes that
+    unlink raise (AttributeError in the thread), `active` stays True, and the next open_session
+    used to wait its whole 30 s (CI, 2026-12-06). The race is set up here by hand: that channel."""
+    import paramiko
+
+    h = ssh_lab.host("slowstart")
+    try:
+        assert h.group_alive(sleeper.pid)
+        transport = h._conn.transport
+        half_open = paramiko.Channel(999)  # held, as open_session holds it (the map's references are weak)
+        transport._channels.put(999, half_open)  # registered, no transport yet
+        slow.kill_sessions()
+        transport.join(10)
+        assert not transport.is_alive()
+        t0 = time.monotonic()
+        with pytest.raises(Exception):  # noqa: B017 - paramiko's SSHException or EOFError: either says "dead"
+            transport.open_session(timeout=30)  # the call start_script makes
+        assert time.monotonic() - t0 < 3
+        assert h.group_alive(sleeper.pid)  # and the host answers through a fresh connection
+    finally:
+        h.close()
+
+
 def test_local_host_has_no_drops(tmp_path):
     from dynspec_cli.transport import LocalHost
 

@@ -88,10 +88,10 @@ class Sglang(Base):
 
         return Classifier(self.knowledge(), feature)
 
-    def judge(self, feature, patched=None, version=None):
+    def judge(self, feature, patched=None, version=None, diff=None):
         from dynspec_cli.engines.sglang.judge import Judge
 
-        return Judge(self.knowledge(), feature, patched_classes=patched, sglang_version=version)
+        return Judge(self.knowledge(), feature, patched_classes=patched, sglang_version=version, diff=diff)
 
     def report_facts(self, doc: dict) -> list[Fact]:
         """The release, the algorithm (as the command or the worker says it when sglang did not

@@ -31,9 +31,15 @@ def _local_package() -> Optional[str]:
     return os.path.dirname(spec.origin) if spec is not None and spec.origin else None
 
 
-def _from_install(text: str, pkg: str, literal: str) -> dict[tuple[str, int], list[str]]:
-    """(diff path, hunk index) -> behaviour classes, for the hunks the installed files hold."""
-    from dynspec_cli.engines.sglang import hunks
+def analysed(text: str, literal: str) -> Optional[dict]:
+    """The diff mapped onto the sglang this interpreter would import (each hunk's scopes: class,
+    function, marker, behaviour), for the log's judge to place each hunk against the worker the log
+    shows (hunks.judge); None when no sglang is importable here."""
+    pkg = _local_package()
+    return _analyse(text, pkg, literal) if pkg else None
+
+
+def _analyse(text: str, pkg: str, literal: str) -> dict:
     from dynspec_cli.engines.sglang.inspector.diff import analyse_diff, mark_roles
     from dynspec_cli.inject.inspector_common import Source, marker_hits_in
 
@@ -41,6 +47,14 @@ def _from_install(text: str, pkg: str, literal: str) -> dict[tuple[str, int], li
     hits = [h for f in diff["files"] if f.get("present") and str(f["installed_path"]).endswith(".py")
             for h in marker_hits_in(Source.get(f["installed_path"]), literal, None)]
     mark_roles(diff, hits)
+    return diff
+
+
+def _from_install(text: str, pkg: str, literal: str) -> dict[tuple[str, int], list[str]]:
+    """(diff path, hunk index) -> behaviour classes, for the hunks the installed files hold."""
+    from dynspec_cli.engines.sglang import hunks
+
+    diff = _analyse(text, pkg, literal)
     out = {}
     for f in diff["files"]:
         for i, h in enumerate(f["hunks"]):

@@ -40,6 +40,7 @@ class Judging(core.Judging):
     stopped: Optional[dict[str, Any]] = None
     effect: Any = None  # decision.Effect: what the Decode batch lines say of the feature at work
     silent: bool = False  # the announcement was silent and the effect speaks for it (DS322 added)
+    behaviour_runs: Optional[str] = None  # a behaviour hunk of the run's diff found reachable
     compute_path: Optional[dict[str, Any]] = None
 
 
@@ -54,9 +55,14 @@ class Judge(core.Core):
     judging = Judging
 
     def __init__(self, knowledge: Knowledge, feature: Feature, *, patched_classes: list[str] | None = None,
-                 sglang_version: str | None = None) -> None:
+                 sglang_version: str | None = None, diff: Optional[dict] = None) -> None:
         self.k = knowledge
         self.feature = feature
+        # the diff given for this log (engines/protocol.py Engine.judge): {"hunks": [...]}, the run record's,
+        # as preflight judged each hunk on the server's own interpreter (file, class, function, lines, role,
+        # reach); or {"text": ...} (`verify --patch`), placed here against the worker the log shows
+        self.hunks = (diff or {}).get("hunks") or None
+        self.diff_text = (diff or {}).get("text")
         self.patched = patched_classes or [p.cls for p in feature.patch]
         self.patched_methods = {p.cls: p.function for p in feature.patch}  # class -> the patched method
         self.pinned = sglang_version
@@ -73,7 +79,7 @@ class Judge(core.Core):
     # --- judging (verdict/core.py runs the steps, then decides) ------------------------------
     def steps(self):
         return [self.step_release, self.step_speculation, self.step_flag, self.step_worker,
-                self.step_effect_evidence, self.step_method, self.step_settings, self.step_feature_dead,
+                self.step_effect_evidence, self.step_patch, self.step_method, self.step_settings, self.step_feature_dead,
                 self.step_marker, self.step_probe, self.step_threshold, self.step_effect, self.step_compute_path,
                 self.step_ready, self.step_crash]
 
@@ -200,6 +206,49 @@ class Judge(core.Core):
             if o.id == "spec-v2-topk-error":
                 j.add("DS107", "argument resolution raised: spec v2 supports only topk = 1 on this release.", line=o.line)
 
+    def step_patch(self, j: "Judging") -> None:
+        """The run's diff decides, not the marker's method (issue 29): every hunk in server_args.py
+        (DS228) or every behaviour hunk out of reach (DS226) is dead whatever the marker says; a
+        reachable behaviour hunk keeps an overridden announcement from calling the patch dead."""
+        entries = self.hunks or self._placed(j)
+        if not entries:
+            return
+        behaviour = [h for h in entries if h.get("role") in ("behaviour", "marker+behaviour")]
+        where = lambda h: f"{h.get('class') + '.' if h.get('class') else ''}{h.get('function') or '<module>'} ({h.get('file')})"
+        line = j.la.config.algorithm_line or j.la.first
+        if all(str(h.get("file") or "").endswith("server_args.py") for h in entries):
+            j.add("DS228", "every hunk of the run's diff is in server_args.py (flags, argument handling, perhaps the "
+                           "announcement): nothing in the workers acts on the flag while decoding, so the marker proves "
+                           "only that the flag was parsed.", line=line, text=False)
+        elif behaviour and all(h.get("reach") == "not reachable" for h in behaviour):
+            j.add("DS226", "no hunk of the run's diff that acts is on the path of the workers it runs (preflight of this "
+                           "launch, per hunk): " + "; ".join(where(h) for h in behaviour) + ".", line=line, text=False)
+        else:
+            j.behaviour_runs = next((where(h) for h in behaviour if h.get("reach") == "reachable"), None)
+            marks = [h for h in entries if h.get("role") == "marker"]
+            if j.behaviour_runs and marks and all(h.get("reach") == "not reachable" for h in marks):
+                j.add("DS225", f"the patch's behaviour runs ({j.behaviour_runs}) but its announcement will be silent: "
+                               + "; ".join(where(h) + (f": {h['reason']}" if h.get("reason") else " is not on the path of "
+                                                       "the workers this launch runs") for h in marks) + ".",
+                      line=j.la.config.overlap_line or line, clip=False)
+
+    def _placed(self, j: "Judging") -> Optional[list[dict]]:
+        """verify --patch: each hunk of the diff, mapped onto the sglang this interpreter imports, against
+        the worker the log shows; with no sglang here, the hunks from the text alone."""
+        if self.diff_text is None:
+            return None
+        from dynspec_cli.engines.sglang import hunks
+        from dynspec_cli.engines.sglang.diffclasses import analysed
+        from dynspec_cli.run.patchfile import unjudged
+
+        diff = analysed(self.diff_text, self.feature.marker.literal)
+        if diff is None:
+            return unjudged(self.diff_text)
+        version = self.k.single(j.mask) if j.mask else None
+        worker = j.worker.get("class")
+        run = hunks.running(self.k, version, worker, j.worker.get("basis") or "the log") if version and worker else None
+        return hunks.judge(diff, self.k, run, plugin=self.feature.plugin is not None)
+
     def step_method(self, j: "Judging") -> None:
         """The patched class is in the MRO, but an override on the way never calls the patched method."""
         a = j.analysis
@@ -207,6 +256,13 @@ class Judge(core.Core):
             return
         patched, method, by = next(iter(a.method_blocked.values()))
         running = " / ".join(sorted({c.cls for c in a.method_blocked}))
+        if j.behaviour_runs:  # the announcement's method is skipped; the diff's behaviour is not (case c)
+            if any(f.code == "DS225" for f in j.findings):
+                return
+            j.add("DS225", f"the patch's behaviour runs ({j.behaviour_runs}) but its announcement will be silent: this "
+                           f"launch runs {running}, whose {by}.{method} does not call {patched}.{method}.",
+                  line=j.la.config.overlap_line or j.la.config.algorithm_line or j.la.first)
+            return
         if self._effect_visible(j):  # the method that announces never runs; the behaviour does
             self._silent(j, f"this launch runs {running}: {by}.{method} does not call {patched}.{method}, so the "
                             f"marker logged there never runs")
@@ -239,7 +295,7 @@ class Judge(core.Core):
 
     def step_probe(self, j: "Judging") -> None:
         """The in-server probe: the strongest evidence there is."""
-        j.probe = self._probe_findings(j.la, j.findings, j.worker)
+        j.probe = self._probe_findings(j.la, j.findings, j.worker, version=self.k.single(j.mask) if j.mask else None)
 
     def step_threshold(self, j: "Judging") -> None:
         self._threshold(j.la, j.marker, j.findings)
@@ -309,6 +365,8 @@ class Judge(core.Core):
                 if not j.silent:
                     self._silent(j, "the server is ready and the marker was never logged")
                 return
+            if j.behaviour_runs and any(f.code == "DS225" for f in j.findings):
+                return  # the announcement cannot log (DS225 says why); the diff's behaviour and the probe decide
             j.add("DS301", "the server is ready and the marker was never logged.", line=la.life.ready, clip=False)
 
     def step_crash(self, j: "Judging") -> None:
@@ -417,7 +475,19 @@ class Judge(core.Core):
             basis = ["effect"]
         return {"marker": marker, "effect": effect, "verdict_from": basis}
 
-    def _probe_findings(self, la: Launch, findings: list[Finding], worker: dict[str, Any]) -> Optional[dict[str, Any]]:
+    def _drafts_patched(self, w: dict, version: Optional[str]) -> bool:
+        """Whether a patched class the probe reported outside the worker's MRO is in the MRO of the
+        draft worker that worker builds (case a of issue 29: the patch in `EagleDraftWorker.draft`,
+        which `EAGLEWorkerV2.__init__` builds, is on the path though no worker class holds it)."""
+        if version is None:
+            return False
+        running = (w.get("class") or "").rsplit(".", 1)[-1]
+        draft = self.k.draft_of(version, running) if running else None
+        mro = set(self.k.mro(version, draft)) if draft else set()
+        return any(x.get("class") in mro for x in w.get("patched_in_mro") or [])
+
+    def _probe_findings(self, la: Launch, findings: list[Finding], worker: dict[str, Any],
+                        version: Optional[str] = None) -> Optional[dict[str, Any]]:
         pr = la.probe
         if not pr.seen:
             return None
@@ -426,7 +496,7 @@ class Judge(core.Core):
             if p["role"] in ("scheduler",) or p["worker"] or p["hits"]:
                 ranks.append({"pid": p["pid"], "role": p["role"], "rank": p["rank"],
                               "worker": (p["worker"] or {}).get("class"), "hits": p["hits"], "loaded": p["loaded"]})
-        if pr.unpatched_worker is not None:
+        if pr.unpatched_worker is not None and not self._drafts_patched(pr.unpatched_worker[0], version):
             w, line = pr.unpatched_worker
             findings.append(Finding("DS310", f"process reported {w.get('class')} ({w.get('module')}); MRO {' > '.join(w.get('mro') or [])} holds no patched class.",
                                     line=line.no or None, text=clip_text(line.text)))
@@ -480,6 +550,10 @@ class Judge(core.Core):
         called = [r for r in missing if procs[r["pid"]]["behaviour_called"]]
         decode = la.decoding.lines
         live = bool(scheds) and not missing
+        # every rank of a ready server called a function holding a behaviour hunk (sglang's warm-up
+        # request drafts once), its branch not taken yet (DS326): the patched code is on the path, as
+        # sure as a marker logged there; whether it acts is prove's question
+        reached = bool(scheds) and len(ran) + len(called) == len(scheds) and la.life.ready is not None
         if live:
             line = pr.first_hunk
             findings.append(Finding("DS323", f"behaviour hunk(s) of the diff executed on every scheduler rank ({len(ran)}: "
@@ -494,7 +568,7 @@ class Judge(core.Core):
         elif decode >= DEAD_HUNK_DECODE_LINES:
             findings.append(Finding("DS325", f"{decode} Decode batch lines served (>= {DEAD_HUNK_DECODE_LINES}, N of DS325) and none of the "
                                     f"{pr.behaviour_hunks} behaviour hunk(s) of the diff executed, nor was its function called, on any process."))
-        return {"behaviour_hunks": pr.behaviour_hunks, "live": live, "decode_lines": decode,
+        return {"behaviour_hunks": pr.behaviour_hunks, "live": live or reached, "branch_taken": live, "decode_lines": decode,
                 "ranks": [{"pid": r["pid"], "rank": r["rank"], "ran": sorted(map(str, procs[r["pid"]]["behaviour_ran"]))} for r in scheds]}
 
     def _basis(self, la: Launch, mask: int, a: workers.WorkerAnalysis) -> str:

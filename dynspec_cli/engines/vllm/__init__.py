@@ -54,7 +54,7 @@ class Vllm(Base):
 
         return VllmClassifier(self.knowledge(), feature)
 
-    def judge(self, feature, patched=None, version=None):
+    def judge(self, feature, patched=None, version=None, diff=None):  # (the diff's hunks: not judged for vLLM yet)
         from dynspec_cli.engines.vllm.judge import VllmJudge
 
         return VllmJudge(self.knowledge(), feature, patched_classes=patched, engine_version=version)

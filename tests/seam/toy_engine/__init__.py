@@ -206,7 +206,7 @@ class Toy(Base):
     def classifier(self, feature) -> Classifier:
         return Classifier(self.knowledge(), feature)
 
-    def judge(self, feature, patched=None, version=None) -> Judge:
+    def judge(self, feature, patched=None, version=None, diff=None) -> Judge:
         return Judge(self.knowledge(), feature, version)
 
     def preflight(self, host, python, feature, flags, env, patched=None, *, patch_diff=None, dynamic=False) -> dict:
