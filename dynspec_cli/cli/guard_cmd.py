@@ -8,7 +8,7 @@ from typing import List, Optional
 import typer
 
 from dynspec_cli.cli.options import AcceptNewHostKey, KnownHosts, SshConfig
-from dynspec_cli.cli.prove_cmds import ACCEPT_SYNTHETIC_HELP
+from dynspec_cli.cli.prove_cmds import ACCEPT_SYNTHETIC_HELP, GATE_PATCH_HELP
 
 INVALID = 65  # sysexits' EX_DATAERR: the benchmark ran, its numbers are not the proven server's
 REFUSED = 125  # as timeout(1) and env(1): the wrapper itself refused, the command did not start
@@ -38,6 +38,7 @@ def guard(
                                                                     "mean to measure eager decode; it is noted (DS711)."),
     api_key_env: Optional[str] = typer.Option(None, "--api-key-env", help="Environment variable holding the server's "
                                                                           "--api-key (default: OPENAI_API_KEY), for /server_info."),
+    patch: Optional[str] = typer.Option(None, "--patch", help=GATE_PATCH_HELP),
     ssh_config: SshConfig = None,
     known_hosts: KnownHosts = None,
     accept_new_host_key: AcceptNewHostKey = False,
@@ -50,7 +51,7 @@ def guard(
     from dynspec_cli import engines
     from dynspec_cli.cli import runs
     from dynspec_cli.cli.errors import UsageError
-    from dynspec_cli.cli.prove_cmds import _api_key, _bad_input, load_receipt
+    from dynspec_cli.cli.prove_cmds import _api_key, _bad_input, load_receipt, patch_given
     from dynspec_cli.guard import chart
     from dynspec_cli.guard import report as reports
     from dynspec_cli.guard.watch import Guard
@@ -68,6 +69,7 @@ def guard(
         if invalid_after < 1:
             raise UsageError("--invalid-after must be at least 1")
         age = parse_age(max_age) if max_age is not None else None
+        given = patch_given(patch)
         if shutil.which(command[0]) is None:
             sys.stderr.write(f"dynspec guard: {command[0]}: command not found\n")
             raise typer.Exit(127)
@@ -76,7 +78,7 @@ def guard(
         path, doc = load_receipt(host_obj, receipt)
         try:
             summary = receipts.check(host_obj, doc, max_age=age, accept_synthetic=accept_synthetic,
-                                     check_server=place.of_receipt(doc).gate_server)
+                                     check_server=place.of_receipt(doc).gate_server, patch=given)
         except receipts.GateFailed as e:
             sys.stderr.write(f"dynspec guard: gate FAILED {e}: the benchmark was not started\n")
             raise typer.Exit(REFUSED)

@@ -17,6 +17,10 @@ GATE_EXIT = ("Exit codes: 0 the receipt says live and proven and the same server
              "alive) · 1 a check failed (one line says which) · 2 no readable receipt / bad input.")
 
 
+GATE_PATCH_HELP = ("The diff the benchmark means to measure (a file, or - for standard input): refuse unless the "
+                   "receipt proved a run launched with this very diff (its sha256).")
+
+
 ACCEPT_SYNTHETIC_HELP = ("Pass a server whose acceptance is synthetic or lossy (sglang --speculative-accept-threshold-* "
                          "below 1.0, vLLM rejection_sample_method synthetic or fly): refused otherwise.")
 
@@ -199,6 +203,7 @@ def gate(
     max_age: Optional[str] = typer.Option(None, "--max-age", help="Refuse a receipt older than this (90s, 30m, 1h, 2d)."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as one JSON object."),
     accept_synthetic: bool = typer.Option(False, "--accept-synthetic", help=ACCEPT_SYNTHETIC_HELP),
+    patch: Optional[str] = typer.Option(None, "--patch", help=GATE_PATCH_HELP),
     ssh_config: SshConfig = None,
     known_hosts: KnownHosts = None,
     accept_new_host_key: AcceptNewHostKey = False,
@@ -214,11 +219,12 @@ def gate(
 
     with _bad_input():
         age = parse_age(max_age) if max_age is not None else None
+        given = patch_given(patch)
         with runs.open_target(host, ssh_config, known_hosts, accept_new_host_key) as target:
             path, doc = load_receipt(target, receipt)
             try:
                 summary = receipts.check(target, doc, max_age=age, accept_synthetic=accept_synthetic,
-                                         check_server=place.of_receipt(doc).gate_server)
+                                         check_server=place.of_receipt(doc).gate_server, patch=given)
             except receipts.GateFailed as e:
                 if json_out:
                     emit({"ok": False, "check": e.check, "message": str(e), "receipt": path})
@@ -229,6 +235,16 @@ def gate(
     else:
         sys.stdout.write(f"dynspec gate: ok — {summary}\n")
     raise typer.Exit(0)
+
+
+def patch_given(patch: Optional[str]) -> Optional[tuple[str, str]]:
+    """(path, sha256) of `--patch` (read here, where the command runs); one line, exit 2, for a bad diff."""
+    if patch is None:
+        return None
+    from dynspec_cli.run import patchfile
+
+    path, text = patchfile.read(patch)
+    return path, patchfile.sha256(text)
 
 
 def load_receipt(target, receipt: str) -> tuple[str, dict]:

@@ -164,10 +164,11 @@ def provenance(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 def check(host: Host, doc: dict[str, Any], *, max_age: Optional[float], now: Optional[float] = None,
-          accept_synthetic: bool = False, check_server=None) -> str:
+          accept_synthetic: bool = False, check_server=None, patch: Optional[tuple[str, str]] = None) -> str:
     """Every gate check, in order; the first that fails raises GateFailed. Returns a summary.
     `check_server(host, doc)`: the placement's check that the proven server still runs (default:
-    the process on `host`, check_process)."""
+    the process on `host`, check_process). `patch`: (path, sha256) of the diff the benchmark means to
+    measure (`--patch`): the receipt must have proven that diff."""
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
         raise GateFailed("receipt", f"not a dynspec receipt (schema {doc.get('schema') if isinstance(doc, dict) else None!r})")
     from dynspec_cli.prove.plan import format_age
@@ -178,6 +179,8 @@ def check(host: Host, doc: dict[str, Any], *, max_age: Optional[float], now: Opt
     if not doc.get("proven"):
         c = (doc.get("prove") or {}).get("conclusion") or {}
         raise GateFailed("proven", f"the receipt's prove outcome is {doc.get('outcome')}: {c.get('message')}")
+    if patch is not None:
+        _same_patch(doc, *patch)
     prov = provenance(doc)
     if prov["provenance"] != "real" and not accept_synthetic:
         raise GateFailed("acceptance", f"the server's acceptance is {prov['provenance']}, not earned by the draft: "
@@ -199,6 +202,17 @@ def check(host: Host, doc: dict[str, Any], *, max_age: Optional[float], now: Opt
     return (f"{name}: live and proven {format_age(age)} ago, same server process ({who}), "
             f"{len(files)} patched file(s) unchanged" + ("" if prov["provenance"] == "real" else
                                                          f", acceptance {prov['provenance']} (--accept-synthetic)"))
+
+
+def _same_patch(doc: dict[str, Any], path: str, sha: str) -> None:
+    """The proven run carried the diff given (the run record's patch, as launch --patch wrote it)."""
+    proven = doc.get("patch") or {}
+    if not proven.get("sha256"):
+        raise GateFailed("patch", f"the receipt proves a run launched without a diff, so not {path}: launch with "
+                                  f"--patch {path} and prove again")
+    if proven["sha256"] != sha:
+        raise GateFailed("patch", f"the receipt proves another diff ({proven.get('path')}, sha256 "
+                                  f"{proven['sha256'][:12]}) than {path} (sha256 {sha[:12]}): the server runs another patch")
 
 
 def check_process(host: Host, doc: dict[str, Any]) -> str:
