@@ -53,6 +53,7 @@ def prove(
     log: Optional[str] = typer.Option(None, "--log", help="With --url: the server's log on this machine (Decode batch lines, verdict)."),
     patched_file: Optional[List[str]] = typer.Option(None, "--patched-file", help="A patched file to hash into the receipt (repeatable; default: the files holding the feature's marker under the imported sglang)."),
     api_key_env: Optional[str] = typer.Option(None, "--api-key-env", help="Environment variable holding the server's --api-key (default: OPENAI_API_KEY, as for sglang.bench_serving). The key itself is never printed nor put on a command line."),
+    patch: Optional[str] = typer.Option(None, "--patch", help="The diff the server runs (default: the run's, as launch --patch recorded it): its path and sha256 go into the receipt, for `gate --patch`; a run launched with another diff is refused."),
     ssh_config: SshConfig = None,
     known_hosts: KnownHosts = None,
     accept_new_host_key: AcceptNewHostKey = False,
@@ -91,6 +92,10 @@ def prove(
             p, rec = found
             feat = load_feature(feature or rec.feature)
             target = p.prove_target(rec)
+            if patch is not None and target.record is not None:
+                target.record = _with_patch(target.record, patch)
+        if patch is not None and url is not None:
+            raise UsageError("--patch needs the run's record (a run name): a server given by --url has no receipt to carry it")
         session.check_engine(feat)
         target.api_key, target.api_key_source = _api_key(api_key_env, target)
         with host_obj:
@@ -102,6 +107,24 @@ def prove(
                                  f"was killed); no receipt written\n")
                 code = 130
     raise typer.Exit(code)
+
+
+def _with_patch(rec, patch: str):
+    """The run's record as prove's receipt sees it with `--patch`: the diff the run was launched with
+    (the same one, else UsageError: prove proves the server that runs), or, for a run launched without
+    one, this diff's path, sha256 and hunks from its text (its files: RECORD finds them)."""
+    import msgspec
+
+    from dynspec_cli.cli.errors import UsageError
+    from dynspec_cli.run import patchfile
+
+    path, text = patchfile.read(patch)
+    given = patchfile.summary(path, text, None)
+    recorded = rec.patch or {}
+    if recorded.get("sha256") and recorded["sha256"] != given["sha256"]:
+        raise UsageError(f"--patch {path} is not the diff run {rec.name} was launched with ({recorded.get('path')}); "
+                         f"prove the run that runs this diff")
+    return rec if recorded.get("sha256") else msgspec.structs.replace(rec, patch=given)
 
 
 def _api_key(env_name, target) -> tuple:

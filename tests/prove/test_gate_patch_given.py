@@ -64,3 +64,37 @@ def test_guard_with_another_diff_never_starts_the_benchmark(tmp_path):
                         str(E), "--", "touch", str(flag)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 125, r.stderr
     assert "gate FAILED" in r.stderr and "another patch" in r.stderr and not flag.exists()
+
+
+def _record(patch):
+    from dynspec_cli.run.records import RunRecord
+
+    return RunRecord(name="r", host="local", pid=1, pgid=1, argv=["python3", "-m", "sglang.launch_server"], env={},
+                     log="/tmp/r.log", log_offset=0, port=30000, started_at=0.0, feature="dynamic-spec-disable",
+                     patch=patch)
+
+
+def test_prove_with_the_diff_the_run_was_launched_with_keeps_the_record():
+    from dynspec_cli.cli.prove_cmds import _with_patch
+
+    rec = _record(_of(B))
+    assert _with_patch(rec, str(B)) is rec
+
+
+def test_prove_with_another_diff_than_the_launch_is_refused():
+    import pytest
+
+    from dynspec_cli.cli.errors import UsageError
+    from dynspec_cli.cli.prove_cmds import _with_patch
+
+    with pytest.raises(UsageError) as e:
+        _with_patch(_record(_of(B)), str(E))
+    assert E.name in str(e.value) and str(B) in str(e.value)
+
+
+def test_prove_with_a_diff_for_a_run_launched_without_one_carries_it_to_the_receipt():
+    from dynspec_cli.cli.prove_cmds import _with_patch
+
+    rec = _with_patch(_record(None), str(E))
+    assert rec.patch["sha256"] == _of(E)["sha256"] and rec.patch["path"] == str(E)
+    assert [h["file"].rsplit("/", 1)[-1] for h in rec.patch["hunks"]] == ["server_args.py"] * 3
