@@ -29,29 +29,14 @@ def sha256(text: str) -> str:
 def summary(path: str, text: str, pre: Optional[dict[str, Any]]) -> dict[str, Any]:
     """What the run record keeps of the diff: path, sha256, the installed files it touches (from
     preflight's per-hunk judgement, engines/sglang/hunks.py) and one line per hunk scope."""
+    from dynspec_cli.verdict import diffclasses
+
     entries = (pre or {}).get("hunks") or []
     files = sorted({e["installed"] for e in entries if e.get("installed")})
     return {"path": path, "sha256": sha256(text), "files": files,
             "hunks": [{k: e.get(k) for k in ("file", "class", "function", "lines", "role", "reach")} for e in entries]
-            or unjudged(text)}
+            or diffclasses.unjudged(text)}
 
-
-def unjudged(text: str) -> list[dict[str, Any]]:
-    """The hunks of a diff no preflight judged (`launch --no-preflight`), from its text alone: file and
-    lines, role and reach not known. Enough for the log's judge to see a diff that changes only the
-    engine's flags file (sglang's DS228)."""
-    from dynspec_cli.inject.inspector_common import parse_diff
-
-    out = []
-    for f in parse_diff(text)[0]:
-        old, new = f.get("old") or "", f.get("new") or ""
-        path = old if new == "/dev/null" else new
-        path = path[2:] if path[:2] in ("a/", "b/") else path
-        for h in f["hunks"]:
-            added = [no for no, _ in h["added_lines"]] or [h["new_start"]]
-            out.append({"file": path, "class": None, "function": None, "lines": [min(added), max(added)],
-                        "role": "not judged", "reach": "unknown"})
-    return out
 
 
 MAX_DIFF = 16 << 20

@@ -58,3 +58,18 @@ def _from_text(h: dict, literal: str) -> list[str]:
             cls = m.group(1)
         ln += 1
     return [cls] if cls else []
+
+
+def unjudged(text: str) -> list[dict]:
+    """The hunks of a diff no preflight judged (`launch --no-preflight`, `prove --patch`), from its text
+    alone: file and lines, role and reach not known. Enough for the log's judge to see a diff that
+    changes only the engine's flags file (sglang's DS228)."""
+    from dynspec_cli.inject.inspector_common import parse_diff
+
+    out = []
+    for f in parse_diff(text)[0]:
+        for h in f["hunks"]:
+            added = [no for no, _ in h["added_lines"]] or [h["new_start"]]
+            out.append({"file": diff_path(f), "class": None, "function": None, "lines": [min(added), max(added)],
+                        "role": "not judged", "reach": "unknown"})
+    return out

@@ -9,7 +9,8 @@ import pytest
 
 from dynspec_cli.knowledge.features import load_feature
 from dynspec_cli import engines
-from dynspec_cli.run.patchfile import read_diff, unjudged
+from dynspec_cli.run.patchfile import read_diff
+from dynspec_cli.verdict.diffclasses import unjudged
 from dynspec_cli.verdict.pipeline import Pipeline, record_diff
 
 HERE = Path(__file__).resolve().parents[1] / "fixtures" / "logs" / "gpu-h100" / "0.5.12.post1-par"

@@ -239,7 +239,7 @@ class Judge(core.Core):
             return None
         from dynspec_cli.engines.sglang import hunks
         from dynspec_cli.engines.sglang.diffclasses import analysed
-        from dynspec_cli.run.patchfile import unjudged
+        from dynspec_cli.verdict.diffclasses import unjudged
 
         diff = analysed(self.diff_text, self.feature.marker.literal)
         if diff is None:
