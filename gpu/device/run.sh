@@ -260,7 +260,7 @@ stage_par() {
 
 # The per-hunk probe's cost alone (issue 29 asks under 1%): b's diff launched with --patch (the probe watches
 # its hunks) and the same server without a probe, only these two on the GPU, measured alternately, 4 rounds of
-# 10 s at concurrency 4 (below the threshold) and 2 rounds at 8 (above it: the behaviour hunk's lines run).
+# 8 s at concurrency 4 (below the threshold) and 2 rounds at 8 (above it: the behaviour hunk's lines run).
 stage_hunkcost() {
   par_profile tiny-hunks 39000; par_profile tiny-bare 41000
   timed launch_hunks dynspec launch "$PAR/tiny-hunks.toml" --patch "$DIFF" --timeout 180 > "$A/launch-hunks.txt" 2>&1 &
@@ -271,7 +271,7 @@ stage_hunkcost() {
     for round in 1 2 3 4; do
       [ $conc = 8 ] && [ $round -gt 2 ] && break
       for c in hunks:39000 bare:41000; do
-        "$PY" gpu/device/throughput.py "${c#*:}" --concurrency $conc --duration 10 \
+        "$PY" gpu/device/throughput.py "${c#*:}" --concurrency $conc --duration 8 \
           | sed "s/^/${c%%:*} c$conc round $round /" | tee -a "$A/hunkcost.txt"
       done
     done

@@ -216,13 +216,15 @@ class Judge(core.Core):
         behaviour = [h for h in entries if h.get("role") in ("behaviour", "marker+behaviour")]
         where = lambda h: f"{h.get('class') + '.' if h.get('class') else ''}{h.get('function') or '<module>'} ({h.get('file')})"
         line = j.la.config.algorithm_line or j.la.first
-        if all(str(h.get("file") or "").endswith("server_args.py") for h in entries):
+        from dynspec_cli.engines.sglang.hunks import FLAG_FILE
+
+        if all(str(h.get("file") or "").replace("\\", "/").rsplit("/", 1)[-1] == FLAG_FILE for h in entries):
             j.add("DS228", "every hunk of the run's diff is in server_args.py (flags, argument handling, perhaps the "
                            "announcement): nothing in the workers acts on the flag while decoding, so the marker proves "
                            "only that the flag was parsed.", line=line, text=False)
         elif behaviour and all(h.get("reach") == "not reachable" for h in behaviour):
-            j.add("DS226", "no hunk of the run's diff that acts is on the path of the workers it runs (preflight of this "
-                           "launch, per hunk): " + "; ".join(where(h) for h in behaviour) + ".", line=line, text=False)
+            j.add("DS226", "no hunk of the run's diff that acts is on the path of the workers this launch runs (each hunk's "
+                           "class and function against them, their draft worker and overrides): " + "; ".join(where(h) for h in behaviour) + ".", line=line, text=False)
         else:
             j.behaviour_runs = next((where(h) for h in behaviour if h.get("reach") == "reachable"), None)
             marks = [h for h in entries if h.get("role") == "marker"]
