@@ -266,12 +266,13 @@ stage_hunkcost() {
   timed launch_hunks dynspec launch "$PAR/tiny-hunks.toml" --patch "$DIFF" --timeout 180 > "$A/launch-hunks.txt" 2>&1 &
   timed launch_bare dynspec launch "$PAR/tiny-bare.toml" --no-probe --timeout 180 > "$A/launch-bare.txt" 2>&1 &
   wait; tail -2 "$A/launch-hunks.txt" "$A/launch-bare.txt"
-  local round c conc
+  local round c conc n  # (HC_ROUNDS="3 1" HC_SECONDS=6: fewer rounds, where little device time is left)
+  local rounds=(${HC_ROUNDS:-4 2}) secs=${HC_SECONDS:-8}
   for conc in 4 8; do
-    for round in 1 2 3 4; do
-      [ $conc = 8 ] && [ $round -gt 2 ] && break
+    n=${rounds[0]}; [ $conc = 8 ] && n=${rounds[1]}
+    for round in $(seq 1 "$n"); do
       for c in hunks:39000 bare:41000; do
-        "$PY" gpu/device/throughput.py "${c#*:}" --concurrency $conc --duration 8 \
+        "$PY" gpu/device/throughput.py "${c#*:}" --concurrency $conc --duration "$secs" \
           | sed "s/^/${c%%:*} c$conc round $round /" | tee -a "$A/hunkcost.txt"
       done
     done
