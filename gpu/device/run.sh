@@ -265,7 +265,7 @@ stage_hunkcost() {
   par_profile tiny-hunks 39000; par_profile tiny-bare 41000
   timed launch_hunks dynspec launch "$PAR/tiny-hunks.toml" --patch "$DIFF" --timeout 180 > "$A/launch-hunks.txt" 2>&1 &
   timed launch_bare dynspec launch "$PAR/tiny-bare.toml" --no-probe --timeout 180 > "$A/launch-bare.txt" 2>&1 &
-  wait; tail -2 "$A/launch-hunks.txt" "$A/launch-bare.txt"
+  wait; tail -n 2 "$A/launch-hunks.txt" "$A/launch-bare.txt"
   local round c conc n  # (HC_ROUNDS="3 1" HC_SECONDS=6: fewer rounds, where little device time is left)
   local rounds=(${HC_ROUNDS:-4 2}) secs=${HC_SECONDS:-8}
   for conc in 4 8; do
@@ -279,9 +279,9 @@ stage_hunkcost() {
   done
   "$PY" - "$A/hunkcost.txt" <<'PYEOF'
 import json, sys
-rows = [l.split(" ", 3) for l in open(sys.argv[1]) if l.strip()]
+rows = [l.split(" ", 4) for l in open(sys.argv[1]) if l.strip()]  # NAME cN round K {json}
 for conc in ("c4", "c8"):
-    tps = {k: [json.loads(r[3])["tokens_per_s"] for r in rows if r[0] == k and r[1] == conc] for k in ("hunks", "bare")}
+    tps = {k: [json.loads(r[4])["tokens_per_s"] for r in rows if r[0] == k and r[1] == conc] for k in ("hunks", "bare")}
     if tps["bare"]:
         h, b = sum(tps["hunks"]) / len(tps["hunks"]), sum(tps["bare"]) / len(tps["bare"])
         print(f"{conc}: per-hunk probe {h:.0f} tok/s, no probe {b:.0f} tok/s, ratio {h / b:.4f}")
