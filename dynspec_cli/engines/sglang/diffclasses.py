@@ -12,12 +12,12 @@ from dynspec_cli.verdict.diffclasses import from_diff
 def patched_classes(text: str, marker_literal: str) -> list[str]:
     """The classes of the diff's behaviour hunks, in the diff's order (server_args.py's hunks are
     judged as flags, not as behaviour)."""
-    from dynspec_cli.engines.sglang.hunks import FLAG_FILE
+    from dynspec_cli.engines.sglang.hunks import in_flag_file
 
     pkg = _local_package()
     installed = _from_install(text, pkg, marker_literal) if pkg else {}
     return from_diff(text, marker_literal, installed,
-                     skip=lambda path: path.replace("\\", "/").rsplit("/", 1)[-1] == FLAG_FILE)
+                     skip=in_flag_file)
 
 
 def _local_package() -> Optional[str]:

@@ -69,8 +69,13 @@ def judge(diff: dict, k: Knowledge, run: Optional[Running], *, plugin: bool = Fa
     return out
 
 
+def in_flag_file(path: str) -> bool:
+    """A hunk of server_args.py: flags and their handling, judged as flags."""
+    return path.replace("\\", "/").rsplit("/", 1)[-1] == FLAG_FILE
+
+
 def role(path: str, sc: dict) -> str:
-    if path.replace("\\", "/").rsplit("/", 1)[-1] == FLAG_FILE:
+    if in_flag_file(path):
         return "flag"
     if sc.get("marker"):
         return "marker+behaviour" if sc.get("behaviour") else "marker"

@@ -213,24 +213,23 @@ class Judge(core.Core):
         entries = self.hunks or self._placed(j)
         if not entries:
             return
-        behaviour = [h for h in entries if h.get("role") in ("behaviour", "marker+behaviour")]
-        where = lambda h: f"{h.get('class') + '.' if h.get('class') else ''}{h.get('function') or '<module>'} ({h.get('file')})"
-        line = j.la.config.algorithm_line or j.la.first
-        from dynspec_cli.engines.sglang.hunks import FLAG_FILE
+        from dynspec_cli.engines.sglang import hunks
 
-        if all(str(h.get("file") or "").replace("\\", "/").rsplit("/", 1)[-1] == FLAG_FILE for h in entries):
+        behaviour = [h for h in entries if hunks.is_behaviour(h)]
+        line = j.la.config.algorithm_line or j.la.first
+        if all(hunks.in_flag_file(str(h.get("file") or "")) for h in entries):
             j.add("DS228", "every hunk of the run's diff is in server_args.py (flags, argument handling, perhaps the "
                            "announcement): nothing in the workers acts on the flag while decoding, so the marker proves "
                            "only that the flag was parsed.", line=line, text=False)
-        elif behaviour and all(h.get("reach") == "not reachable" for h in behaviour):
+        elif behaviour and all(h.get("reach") == hunks.NOT_REACHABLE for h in behaviour):
             j.add("DS226", "no hunk of the run's diff that acts is on the path of the workers this launch runs (each hunk's "
-                           "class and function against them, their draft worker and overrides): " + "; ".join(where(h) for h in behaviour) + ".", line=line, text=False)
+                           "class and function against them, their draft worker and overrides): " + "; ".join(hunks.where(h) for h in behaviour) + ".", line=line, text=False)
         else:
-            j.behaviour_runs = next((where(h) for h in behaviour if h.get("reach") == "reachable"), None)
+            j.behaviour_runs = next((hunks.where(h) for h in behaviour if h.get("reach") == hunks.REACHABLE), None)
             marks = [h for h in entries if h.get("role") == "marker"]
-            if j.behaviour_runs and marks and all(h.get("reach") == "not reachable" for h in marks):
+            if j.behaviour_runs and marks and all(h.get("reach") == hunks.NOT_REACHABLE for h in marks):
                 j.add("DS225", f"the patch's behaviour runs ({j.behaviour_runs}) but its announcement will be silent: "
-                               + "; ".join(where(h) + (f": {h['reason']}" if h.get("reason") else " is not on the path of "
+                               + "; ".join(hunks.where(h) + (f": {h['reason']}" if h.get("reason") else " is not on the path of "
                                                        "the workers this launch runs") for h in marks) + ".",
                       line=j.la.config.overlap_line or line, clip=False)
 
@@ -481,10 +480,10 @@ class Judge(core.Core):
         """Whether a patched class the probe reported outside the worker's MRO is in the MRO of the
         draft worker that worker builds (case a of issue 29: the patch in `EagleDraftWorker.draft`,
         which `EAGLEWorkerV2.__init__` builds, is on the path though no worker class holds it)."""
-        if version is None:
-            return False
         running = (w.get("class") or "").rsplit(".", 1)[-1]
-        draft = self.k.draft_of(version, running) if running else None
+        if version is None or not running:
+            return False
+        draft = self.k.draft_of(version, running)  # (the worker's own MRO: the probe's, as it ran)
         mro = set(self.k.mro(version, draft)) if draft else set()
         return any(x.get("class") in mro for x in w.get("patched_in_mro") or [])
 

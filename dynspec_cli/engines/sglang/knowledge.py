@@ -305,6 +305,12 @@ class Knowledge:
             i = j
         return (None, maybe) if maybe else (True, None)
 
+    def on_path(self, version: str, running: str) -> set[str]:
+        """The classes a `running` worker runs code of: its MRO and that of the draft worker it builds
+        (a patch in EagleDraftWorker.draft runs under EAGLEWorkerV2 and StandaloneWorkerV2)."""
+        draft = self.draft_of(version, running)
+        return set(self.mro(version, running)) | (set(self.mro(version, draft)) if draft else set())
+
     def draft_of(self, version: str, running: str) -> Optional[str]:
         """The draft worker class a `running` worker builds on `version` (the first class of its
         MRO with a [[builds]] row: a subclass's own __init__ builds its own), or None."""

@@ -66,14 +66,8 @@ def method_blocked(k: Knowledge, running: str, mask: int, patched: list[str],
 
 
 def _has_patched(k: Knowledge, c: WorkerChoice, mask: int, patched: list[str]) -> bool:
-    """A patched class in the worker's MRO, or in that of the draft worker it builds (a patch in
-    EagleDraftWorker.draft runs under EAGLEWorkerV2 and StandaloneWorkerV2: modules.toml [[builds]])."""
-    for v in k.versions_in(mask):
-        draft = k.draft_of(v, c.cls)
-        on = set(k.mro(v, c.cls)) | (set(k.mro(v, draft)) if draft else set())
-        if any(p in on for p in patched):
-            return True
-    return False
+    """A patched class in the worker's MRO, or in that of the draft worker it builds (modules.toml [[builds]])."""
+    return any(p in k.on_path(v, c.cls) for v in k.versions_in(mask) for p in patched)
 
 
 def _display(k: Knowledge, cands: dict[WorkerChoice, int]) -> tuple[Optional[WorkerChoice], str]:
