@@ -259,35 +259,63 @@ stage_par() {
 }
 
 # The per-hunk probe's cost alone (issue 29 asks under 1%): b's diff launched with --patch (the probe watches
-# its hunks) and the same server without a probe, only these two on the GPU, measured alternately, 4 rounds of
-# 8 s at concurrency 4 (below the threshold) and 2 rounds at 8 (above it: the behaviour hunk's lines run).
+# its hunks), the same server without a probe (bare) and a second one without (bare2: what two probe-less
+# servers differ by, the A/A floor of this very run). Each round gives every server the same fixed work
+# (throughput.py --requests), one after the other in a rotating order, after one warm-up round each; at
+# concurrency 4 (below the threshold) and 8 (above it: the behaviour hunk's lines run). hunkcost_summary.py
+# turns the rounds into ratios per round with a 95% interval, and adds the servers' own Decode batch lines.
+# HC_ROUNDS="10 6": rounds at 4 and 8; HC_REQ="24 8": requests per client in a round at 4 and 8.
+# HC_WITH_C=1 also launches matrix case c on the final code beside them (STANDALONE overriding the marker's
+# __init__: live, issue 29), proves and verifies it and stops it before the first timed round.
 stage_hunkcost() {
-  par_profile tiny-hunks 39000; par_profile tiny-bare 41000
+  local servers=(hunks bare bare2) ports=(39000 41000 43000) i
+  par_profile tiny-hunks 39000; par_profile tiny-bare 41000; par_profile tiny-bare2 43000
+  if [ "${HC_WITH_C:-0}" = 1 ]; then
+    par_site c "$DIFF"
+    par_profile tiny-mc 33000 -e 's/^speculative-algorithm = .*/speculative-algorithm = "STANDALONE"/' \
+      -e 's|^speculative-draft-model-path = .*|speculative-draft-model-path = "/tmp/dynspec-gpu/model/target"|'
+    PYTHONPATH=/tmp/site-c:/tmp/site timed preflight_mc dynspec preflight "$PAR/tiny-mc.toml" --patch "$DIFF" \
+      > "$A/preflight-mc.txt" 2>&1; tail -4 "$A/preflight-mc.txt"
+    PYTHONPATH=/tmp/site-c:/tmp/site timed launch_mc dynspec launch "$PAR/tiny-mc.toml" --patch "$DIFF" --timeout 150 \
+      --env PYTHONPATH=/tmp/site-c:/tmp/site > "$A/launch-mc.txt" 2>&1 &
+  fi
+  say "launching ${servers[*]}"
   timed launch_hunks dynspec launch "$PAR/tiny-hunks.toml" --patch "$DIFF" --timeout 180 > "$A/launch-hunks.txt" 2>&1 &
   timed launch_bare dynspec launch "$PAR/tiny-bare.toml" --no-probe --timeout 180 > "$A/launch-bare.txt" 2>&1 &
-  wait; tail -n 2 "$A/launch-hunks.txt" "$A/launch-bare.txt"
-  local round c conc n  # (HC_ROUNDS="3 1" HC_SECONDS=6: fewer rounds, where little device time is left)
-  local rounds=(${HC_ROUNDS:-4 2}) secs=${HC_SECONDS:-8}
+  timed launch_bare2 dynspec launch "$PAR/tiny-bare2.toml" --no-probe --timeout 180 > "$A/launch-bare2.txt" 2>&1 &
+  wait; tail -n 2 "$A"/launch-hunks.txt "$A"/launch-bare*.txt
+  if [ "${HC_WITH_C:-0}" = 1 ]; then
+    tail -n 6 "$A/launch-mc.txt"
+    timed prove_mc dynspec prove tiny-mc --steps 1,5,6,10 --duration 4 --max-new-tokens 128 --report "$A/prove-mc" \
+      > "$A/prove-mc.txt" 2>&1; grep -E "PROVEN|FAILED|NOT|^ +[0-9]+ +[0-9]+ " "$A/prove-mc.txt" | head -8
+    timed stop_mc dynspec stop tiny-mc > /dev/null 2>&1
+    timed verify_mc dynspec verify "$W/logs/tiny-mc.log" --json > "$A/verify-mc.json"
+    dynspec verify "$W/logs/tiny-mc.log" > "$A/verify-mc.txt" 2>&1; head -4 "$A/verify-mc.txt"
+  fi
+  nvidia-smi --query-gpu=memory.used,memory.total --format=csv,noheader | tee "$A/hunkcost-memory.txt"
+  local rounds=(${HC_ROUNDS:-10 6}) reqs=(${HC_REQ:-24 8}) conc n q r k
+  for i in 0 1 2; do  # warm-up, not counted: each server's first requests at both concurrencies
+    "$PY" gpu/device/throughput.py "${ports[$i]}" --concurrency 4 --requests 2 > /dev/null
+    "$PY" gpu/device/throughput.py "${ports[$i]}" --concurrency 8 --requests 1 > /dev/null
+  done
   for conc in 4 8; do
-    n=${rounds[0]}; [ $conc = 8 ] && n=${rounds[1]}
-    for round in $(seq 1 "$n"); do
-      for c in hunks:39000 bare:41000; do
-        "$PY" gpu/device/throughput.py "${c#*:}" --concurrency $conc --duration "$secs" \
-          | sed "s/^/${c%%:*} c$conc round $round /" | tee -a "$A/hunkcost.txt"
+    n=${rounds[0]} q=${reqs[0]}; [ $conc = 8 ] && n=${rounds[1]} q=${reqs[1]}
+    say "concurrency $conc: $n rounds of $q requests per client, ${servers[*]} in a rotating order"
+    for r in $(seq 1 "$n"); do
+      for k in 0 1 2; do
+        i=$(( (r + k) % 3 ))
+        "$PY" gpu/device/throughput.py "${ports[$i]}" --concurrency $conc --requests "$q" \
+          | sed "s/^/${servers[$i]} c$conc round $r /" >> "$A/hunkcost.txt"
       done
     done
+    tail -n 3 "$A/hunkcost.txt"
   done
-  "$PY" - "$A/hunkcost.txt" <<'PYEOF'
-import json, sys
-rows = [l.split(" ", 4) for l in open(sys.argv[1]) if l.strip()]  # NAME cN round K {json}
-for conc in ("c4", "c8"):
-    tps = {k: [json.loads(r[4])["tokens_per_s"] for r in rows if r[0] == k and r[1] == conc] for k in ("hunks", "bare")}
-    if tps["bare"]:
-        h, b = sum(tps["hunks"]) / len(tps["hunks"]), sum(tps["bare"]) / len(tps["bare"])
-        print(f"{conc}: per-hunk probe {h:.0f} tok/s, no probe {b:.0f} tok/s, ratio {h / b:.4f}")
-PYEOF
-  grep -a '"event":"hunk"' "$W/logs/tiny-hunks.log" | head -3 > "$A/probe-hunk-lines.txt"; wc -l < "$A/probe-hunk-lines.txt"
-  dynspec stop tiny-hunks > /dev/null 2>&1 & dynspec stop tiny-bare > /dev/null 2>&1 & wait; gone
+  "$PY" gpu/device/hunkcost_summary.py "$A/hunkcost.txt" --log "hunks=$W/logs/tiny-hunks.log" \
+    --log "bare=$W/logs/tiny-bare.log" --log "bare2=$W/logs/tiny-bare2.log" | tee "$A/hunkcost-summary.txt"
+  grep -a '"event":"hunk"\|"calls":">=' "$W/logs/tiny-hunks.log" > "$A/probe-hunk-lines.txt"; wc -l < "$A/probe-hunk-lines.txt"
+  dynspec verify "$W/logs/tiny-hunks.log" > "$A/verify-hunks.txt" 2>&1; head -3 "$A/verify-hunks.txt"
+  for i in 0 1 2; do dynspec stop "tiny-${servers[$i]}" > /dev/null 2>&1 & done; wait
+  cp "$PAR"/*.toml "$A/"; gone
 }
 
 # Issue 32 (a machine of two GPUs only: `bash gpu/device/run.sh install model patch jit tp2 dpattn rank1dead`);
