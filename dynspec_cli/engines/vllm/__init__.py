@@ -54,7 +54,7 @@ class Vllm(Base):
 
         return VllmClassifier(self.knowledge(), feature)
 
-    def judge(self, feature, patched=None, version=None, diff=None):  # (the diff's hunks: not judged for vLLM yet)
+    def judge(self, feature, patched=None, version=None, diff=None):  # (the log's judge does not place hunks for vLLM yet)
         from dynspec_cli.engines.vllm.judge import VllmJudge
 
         return VllmJudge(self.knowledge(), feature, patched_classes=patched, engine_version=version)
@@ -68,7 +68,7 @@ class Vllm(Base):
     def preflight(self, host, python, feature, flags, env, patched=None, *, patch_diff=None, dynamic=False) -> dict:
         from dynspec_cli.engines.vllm import preflight
 
-        return preflight.run(host, python, feature, flags, env, dynamic=dynamic)  # (the marker finds the patch)
+        return preflight.run(host, python, feature, flags, env, dynamic=dynamic, patch_diff=patch_diff)
 
     def preflight_text(self, result: dict) -> Optional[str]:
         from dynspec_cli.engines.vllm import preflight

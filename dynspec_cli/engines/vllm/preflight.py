@@ -9,17 +9,20 @@ verdict/preflight.py."""
 from __future__ import annotations
 
 import json
+import os
 from typing import Any, Optional
 
 import msgspec
 
 from dynspec_cli import inject
+from dynspec_cli.engines.vllm import hunks
 from dynspec_cli.engines.vllm.knowledge import V2_ENV, VllmKnowledge, knowledge
 from dynspec_cli.knowledge.features import Feature
 from dynspec_cli.knowledge.findings import Finding
 from dynspec_cli.verdict import acceptance
 from dynspec_cli.verdict.codes import EXIT
-from dynspec_cli.verdict.preflight import InputError, decided, facts_of, judged, ordered
+from dynspec_cli.verdict.preflight import InputError, check_diff, decided, facts_of, judged, ordered
+from dynspec_cli.verdict.result import where
 
 INSPECTOR = "engines/vllm/inspector"  # the program run by the server's python (inject.program)
 
@@ -75,7 +78,7 @@ def custom_proposer_path(spec: Optional[dict]) -> Optional[str]:
 
 def inspect(host, python: str, feature: Feature, env: dict[str, str], *, vllm_path: Optional[str] = None,
             k: Optional[VllmKnowledge] = None, timeout: float = 60, dynamic: bool = False,
-            flags: Optional[list[str]] = None) -> dict[str, Any]:
+            flags: Optional[list[str]] = None, patch_diff: Optional[str] = None) -> dict[str, Any]:
     k = k or knowledge()
     classes = [{"module": p.module, "class": p.cls} for p in k.proposers]
     args = {"marker_literal": feature.marker.literal, "marker_pattern": feature.marker.pattern, "classes": classes,
@@ -90,6 +93,8 @@ def inspect(host, python: str, feature: Feature, env: dict[str, str], *, vllm_pa
         args["custom_class"] = {"path": custom, "framework_module": k.custom_class.module}
     if vllm_path:
         args["vllm_path"] = vllm_path
+    if patch_diff is not None:  # each hunk mapped onto the installed files (the shared analysis)
+        args["patch_diff"] = patch_diff
     if dynamic:
         args.update(dynamic=True, serve_flags=list(flags or []))
         timeout = max(timeout, 180)
@@ -117,6 +122,10 @@ class Preflighting(msgspec.Struct):
     plugin_hits: list[dict] = msgspec.field(default_factory=list)  # ... in the plugin's code
     custom: Optional[dict] = None  # the custom proposer class, as the inspector found it
     choice: Any = None  # the runner (knowledge.RunnerChoice)
+    # per scope of each hunk of --patch (None: no diff given); when its behaviour hunks decide, the
+    # marker's DS601 (`marker_dead`, held back by step_proposer) does not
+    hunk_entries: Optional[list[dict]] = None
+    marker_dead: Optional[Finding] = None
 
 
 def judge(facts: dict[str, Any], feature: Feature, spec: Optional[dict], env: dict[str, str],
@@ -127,6 +136,11 @@ def judge(facts: dict[str, Any], feature: Feature, spec: Optional[dict], env: di
     p = Preflighting(facts, feature, spec, env, parallel, k or knowledge(), out, vl.get("version"))
     if not judged(p, STEPS):
         p.verdict = _decided(p.findings, "reachable" if out["patch_on_path"] else "unknown")
+    if (facts.get("diff") or {}).get("given") and p.hunk_entries is None:  # (settled before the runner was known)
+        p.hunk_entries = hunks.judge(facts["diff"], p.k, None, {}, None)
+    # one entry per scope of each hunk of --patch (file, class, function, lines, role, reach, reason,
+    # evidence: sglang's keys, read by run/patchfile.py and the reports); None when no diff was given
+    out["hunks"] = p.hunk_entries
     return _result(p.verdict, out, p.findings)
 
 
@@ -227,8 +241,8 @@ def step_proposer(p: Preflighting) -> None:
         on_path = [h for h in p.pkg_hits if any(h.get("file") == m["module"] and h.get("class") == m["class"]
                                                for m in (entry.get("mro") or [{"module": prop.module, "class": prop.cls}]))]
         out["patch_on_path"] = bool(on_path)
-        if p.pkg_hits and not on_path:
-            p.findings.append(_dead_runner(p, prop, method))
+        if p.pkg_hits and not on_path:  # (step_hunks adds it unless the diff's behaviour hunks decide)
+            p.marker_dead = _dead_runner(p, prop, method)
     elif choice.runner:
         p.findings.append(Finding("DS304", f"no table row for method {method!r} on the {choice.runner.upper()} runner of vllm {version}."))
     if p.feature.plugin is not None:
@@ -263,7 +277,56 @@ def step_knobs(p: Preflighting) -> None:
             p.findings.append(Finding("DS604", f"speculative_config.{issue.key}: {issue.note}"))
 
 
-STEPS = (step_found, step_patch, step_release, step_runner, step_proposer, step_knobs)
+def step_hunks(p: Preflighting) -> None:
+    """The diff's behaviour hunks decide, not the class that logs the marker: none of them runs
+    (DS618, dead), their reach is not known (DS620), or they run while the announcement cannot
+    (DS619, a warning); without a behaviour hunk, the marker's DS601 stands."""
+    diff = p.facts.get("diff") or {}
+    if diff.get("given"):
+        p.hunk_entries = hunks.judge(diff, p.k, running(p), p.facts.get("classes") or {}, _site(p.out))
+    reach = hunks.summary(p.hunk_entries) if p.hunk_entries is not None else None
+    if reach is None:
+        if p.marker_dead is not None:
+            p.findings.append(p.marker_dead)
+        return
+    run = running(p)
+    behaviour = [e for e in p.hunk_entries if hunks.is_behaviour(e)]
+    p.out["patch_on_path"] = {hunks.REACHABLE: True, hunks.NOT_REACHABLE: False}.get(reach)
+    if reach == hunks.NOT_REACHABLE:
+        p.findings.append(Finding(
+            "DS618", "no hunk of the patch that acts can run: " + "; ".join(f"{where(e)}: {e['reason']}" for e in behaviour) + ".",
+            fix=f"Put the behaviour in {run.proposer or 'the code'} of the {(run.runner or '?').upper()} runner, "
+                "or change the settings (the runner's env var, the speculative method) so that the patched code runs."))
+    elif reach == hunks.UNKNOWN:
+        p.findings.append(Finding("DS620", "whether the patch's behaviour runs is not known: " + "; ".join(
+            f"{where(e)}: {e['reason']}" for e in behaviour if e["reach"] == hunks.UNKNOWN) + "."))
+    else:  # the behaviour runs; does the announcement?
+        marks = [e for e in p.hunk_entries if e["marker"]]
+        if marks and not any(m["reach"] == hunks.REACHABLE for m in marks):
+            runs = next(e for e in behaviour if e["reach"] == hunks.REACHABLE)
+            p.findings.append(Finding("DS619", f"the patch's behaviour runs ({where(runs)}) but its announcement "
+                                               f"{p.feature.marker.literal!r} will be silent: "
+                                               + "; ".join(f"{where(m)}: {m['reason']}" for m in marks) + "."))
+
+
+def running(p: Preflighting) -> Optional[hunks.Running]:
+    """What will run, for the hunks: the chosen runner and the proposer class with its static MRO."""
+    if p.choice is None or p.version is None:
+        return None
+    prop = p.out.get("proposer") or {}
+    entry = (p.facts.get("classes") or {}).get(f"{prop.get('module')}:{prop.get('class')}") or {}
+    mro = [(m["module"], m["class"]) for m in entry.get("mro") or []]
+    if not mro and prop.get("class") and prop.get("module"):
+        mro = [(prop["module"], prop["class"])]
+    return hunks.Running(p.version, p.choice.runner, p.choice.reason, (p.spec or {}).get("method"), prop.get("class"), mro)
+
+
+def _site(out: dict) -> Optional[str]:
+    pkg = (out.get("vllm") or {}).get("package_dir")
+    return os.path.dirname(pkg) if pkg else None
+
+
+STEPS = (step_found, step_patch, step_release, step_runner, step_proposer, step_hunks, step_knobs)
 
 
 def plugin_findings(facts: dict[str, Any], feature: Feature, findings: list[Finding], out: dict[str, Any],
@@ -388,9 +451,12 @@ def _result(verdict: str, out: dict, findings: list[Finding]) -> dict[str, Any]:
 
 
 def run(host, python: str, feature: Feature, flags: list[str], env: dict[str, str], *,
-        vllm_path: Optional[str] = None, dynamic: bool = False) -> dict[str, Any]:
+        vllm_path: Optional[str] = None, dynamic: bool = False, patch_diff: Optional[str] = None) -> dict[str, Any]:
     spec, parallel = server_settings(flags)
-    facts = inspect(host, python, feature, env, vllm_path=vllm_path, dynamic=dynamic, flags=flags)
+    facts = inspect(host, python, feature, env, vllm_path=vllm_path, dynamic=dynamic, flags=flags, patch_diff=patch_diff)
+    vl = facts.get("vllm") or {}
+    # a --patch that does not describe this install: one line, exit 2, as for every engine
+    check_diff(facts.get("diff") or {}, "vllm", vl.get("version"), vl.get("package_dir"), plugin=feature.plugin is not None)
     return judge(facts, feature, spec, env, parallel)
 
 
@@ -412,6 +478,11 @@ def render(result: dict[str, Any]) -> str:
             else "not discovered") + f"; patches {pl['target']}")
     for h in result.get("patched") or []:
         lines.append(f"  patch: {h['file']}:{h['line']} {h.get('class') or ''}.{h.get('function') or ''}")
+    if result.get("hunks"):
+        lines.append(f"  hunks of --patch: {len(result['hunks'])} (the behaviour hunks decide; the marker's only announces)")
+        for e in result["hunks"]:
+            lines.append(f"    {e['reach']:13} {where(e)} {e['role']}")
+            lines.append(f"                  {e['reason']}")
     for f in result.get("findings") or []:
         lines.append(f"  {f['severity'].upper():7} {f['code']} {f['message']}")
         if f.get("fix") and f["severity"] != "info":

@@ -21,10 +21,12 @@ Input: one JSON object as argv[1] (``@PATH`` reads it from a file)::
     custom_class    {path, framework_module}  the user's proposer class (--speculative-config method custom_class)
     dynamic         bool   also run vLLM's own config resolution (imports vllm and torch: ~8 s on a CPU)
     serve_flags     [str]  the `vllm serve` flags (dynamic route; must include --model)
+    patch_diff      str    the user's unified diff (--patch), mapped onto this vllm's files
 
 Output (``schema`` = "dynspec-vllm-inspector/1")::
 
-    ok, error, python {executable, version}, env {NAME: value|null},
+    ok, error, python {executable, version}, input (the input, patch_diff replaced by patch_diff_chars),
+    env {NAME: value|null},
     dynamic null | {ok, seconds, use_v2_model_runner, unsupported_v2[], method, num_spec_tokens,
             data_parallel_size, warnings[] (vLLM's own log records), error {type, message}},
     vllm {found, package_dir, version, version_source, reason},
@@ -34,5 +36,9 @@ Output (``schema`` = "dynspec-vllm-inspector/1")::
             marker_hits[]}, loaded (index: the last one vLLM keeps), shadowed[], other_names[],
             allow {env, value, names, allowed}, target {module, module_file, kind, class, attr, line, missing}},
     custom_class {path, framework, module, cls, module_file, line, bases[], bases_outside, methods {name: {class,
-            line, args, varargs}}, marker_hits[], missing}
+            line, args, varargs}}, marker_hits[], missing},
+    diff {given: false} | {given, files[] {diff_path, installed_path, present, new_file, deleted, hunks[] {header,
+            new_start, new_count, added, applied (exact|offset|not-applied|differs|file-missing|unknown), offset,
+            mismatch, scopes[] {class, function, qualname, lines, marker, behaviour, ...}}}, missing_files[],
+            parse_errors[]} (the shared analysis, as sglang's inspector reports it)
 """

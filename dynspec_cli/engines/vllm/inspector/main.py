@@ -44,12 +44,17 @@ def scan_marker(pkg_dir, literal, pattern):
     by implicit concatenation too), worded as this document's hits."""
     scan, _sizes = shared.scan_marker(pkg_dir, literal, pattern_of(pattern))
     return {"literal": literal, "files_scanned": scan["files_scanned"],
-            "hits": worded(scan["hits"], os.path.dirname(pkg_dir))}
+            "hits": worded(scan["hits"], os.path.dirname(pkg_dir))}, scan["hits"]
 
 
 def inspect(args):
     out = {"schema": SCHEMA, "ok": True, "error": None,
-           "python": {"executable": sys.executable, "version": ".".join(map(str, sys.version_info[:3]))}}
+           "python": {"executable": sys.executable, "version": ".".join(map(str, sys.version_info[:3]))},
+           # what was asked, without the diff's text (a 100 KB diff would double the document)
+           "input": dict({k: v for k, v in args.items() if k != "patch_diff"},
+                         patch_diff_chars=len(args.get("patch_diff") or ""))}
+    if args.get("patch_diff") is not None and not isinstance(args["patch_diff"], str):
+        raise ValueError("patch_diff must be a string (a unified diff)")
     literal = args.get("marker_literal")
     if not isinstance(literal, str) or not literal:
         raise ValueError("marker_literal (a non-empty string) is required")
@@ -65,7 +70,12 @@ def inspect(args):
     out["vllm"] = {"found": True, "package_dir": pkg, "version": version, "version_source": source}
     t = shared.find_spec("triton")
     out["triton"] = {"found": t is not None, "origin": getattr(t, "origin", None) if t else None}
-    out["marker"] = scan_marker(pkg, literal, args.get("marker_pattern"))
+    out["marker"], raw_hits = scan_marker(pkg, literal, args.get("marker_pattern"))
+    out["diff"] = {"given": False}
+    if args.get("patch_diff"):  # the user's --patch on this install: each hunk's scopes and roles (shared analysis)
+        # (raw_hits: the scan's absolute paths, which mark_roles matches against the installed files)
+        out["diff"] = shared.mark_roles(shared.analyse_diff(args["patch_diff"], pkg, "vllm"),
+                                        [h for h in raw_hits if h["kind"] in ("str", "fstring")])
     site = os.path.dirname(pkg)
     classes = {}
     for c in args.get("classes") or []:
