@@ -13,9 +13,10 @@ from typing import Any, Optional
 import msgspec
 
 from dynspec_cli.engines.sglang.knowledge import Knowledge
+# what every engine's entries share (verdict/hunks.py), named here too: callers read `hunks.REACHABLE`
+from dynspec_cli.verdict.hunks import NOT_REACHABLE, REACHABLE, UNKNOWN, is_behaviour, method_of, scope_role, summary  # noqa: F401
+from dynspec_cli.verdict.hunks import entry as _entry
 from dynspec_cli.verdict.result import where  # noqa: F401 - (hunks.where: the findings name scopes so)
-
-REACHABLE, NOT_REACHABLE, UNKNOWN = "reachable", "not reachable", "unknown"
 FLAG_FILE = "server_args.py"
 
 
@@ -75,26 +76,7 @@ def in_flag_file(path: str) -> bool:
 
 
 def role(path: str, sc: dict) -> str:
-    if in_flag_file(path):
-        return "flag"
-    if sc.get("marker"):
-        return "marker+behaviour" if sc.get("behaviour") else "marker"
-    # comments and blank lines change nothing that runs (an inspector too old to say: behaviour)
-    return "behaviour" if sc.get("behaviour", True) else "comment"
-
-
-def is_behaviour(e: dict) -> bool:
-    return e["role"] in ("behaviour", "marker+behaviour")
-
-
-def method_of(sc: dict) -> Optional[str]:
-    """The method of the hunk's class the lines sit in (`Cls.draft.<locals>.f` is in `draft`)."""
-    cls, qual = sc.get("class"), sc.get("qualname") or ""
-    if not cls:
-        return sc.get("function")
-    parts = [p for p in qual.split(".") if p != "<locals>"]
-    i = len(parts) - 1 - parts[::-1].index(cls) if cls in parts else len(parts)
-    return parts[i + 1] if i + 1 < len(parts) else None
+    return "flag" if in_flag_file(path) else scope_role(sc)
 
 
 def reach_of(k: Knowledge, run: Optional[Running], cls: Optional[str], method: Optional[str]) -> tuple[str, str, str]:
@@ -135,26 +117,6 @@ def reach_of(k: Knowledge, run: Optional[Running], cls: Optional[str], method: O
 
 def _workers(mro: list[str]) -> list[str]:
     return [c for c in mro if c not in ("ABC", "object")]
-
-
-def _entry(path, h, sc, role, reach, reason, evidence, installed=None) -> dict[str, Any]:
-    sc = sc or {}
-    return {"file": path, "installed": installed, "header": h.get("header"), "applied": h.get("applied"), "class": sc.get("class"),
-            "function": method_of(sc) if sc else None, "qualname": sc.get("qualname"), "lines": sc.get("lines"),
-            "role": role, "marker": bool(sc.get("marker")), "reach": reach, "reason": reason, "evidence": evidence}
-
-
-def summary(entries: list[dict]) -> Optional[str]:
-    """The patch's reach from its behaviour hunks: reachable when one can run, not reachable when
-    none can, unknown otherwise; None when the diff has no behaviour hunk (the marker decides)."""
-    b = [e for e in entries if is_behaviour(e)]
-    if not b:
-        return None
-    if any(e["reach"] == REACHABLE for e in b):
-        return REACHABLE
-    if all(e["reach"] == NOT_REACHABLE for e in b):
-        return NOT_REACHABLE
-    return UNKNOWN
 
 
 def only_flags(entries: list[dict], marker_hits: list[dict]) -> bool:

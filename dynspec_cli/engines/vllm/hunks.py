@@ -22,8 +22,10 @@ import os
 from typing import Any, Optional
 
 from dynspec_cli.engines.vllm.knowledge import VllmKnowledge
-
-REACHABLE, NOT_REACHABLE, UNKNOWN = "reachable", "not reachable", "unknown"
+# what every engine's entries share (verdict/hunks.py), named here too: callers read `hunks.REACHABLE`
+from dynspec_cli.verdict.hunks import NOT_REACHABLE, REACHABLE, UNKNOWN, is_behaviour, summary  # noqa: F401
+from dynspec_cli.verdict.hunks import entry as _entry
+from dynspec_cli.verdict.hunks import scope_role as role
 
 
 class Running:
@@ -108,44 +110,3 @@ def reach_of(k: VllmKnowledge, run: Optional[Running], others: dict[tuple[str, s
                            "does not follow calls inside the runner)", "configs/vllm/runner.toml [paths]")
     return (UNKNOWN, f"{module} is neither model runner's code nor a proposer class of configs/vllm/: whether "
                      f"the {run.runner.upper()} runner calls it is not known", "")
-
-
-def role(sc: dict) -> str:
-    if sc.get("marker"):
-        return "marker+behaviour" if sc.get("behaviour") else "marker"
-    # comments and blank lines change nothing that runs
-    return "behaviour" if sc.get("behaviour", True) else "comment"
-
-
-def is_behaviour(e: dict) -> bool:
-    return e["role"] in ("behaviour", "marker+behaviour")
-
-
-def method_of(sc: dict) -> Optional[str]:
-    """The method of the hunk's class the lines sit in (`Cls.propose.<locals>.f` is in `propose`)."""
-    cls, qual = sc.get("class"), sc.get("qualname") or ""
-    if not cls:
-        return sc.get("function")
-    parts = [p for p in qual.split(".") if p != "<locals>"]
-    i = len(parts) - 1 - parts[::-1].index(cls) if cls in parts else len(parts)
-    return parts[i + 1] if i + 1 < len(parts) else None
-
-
-def _entry(path, h, sc, role, reach, reason, evidence, installed=None) -> dict[str, Any]:
-    sc = sc or {}
-    return {"file": path, "installed": installed, "header": h.get("header"), "applied": h.get("applied"), "class": sc.get("class"),
-            "function": method_of(sc) if sc else None, "qualname": sc.get("qualname"), "lines": sc.get("lines"),
-            "role": role, "marker": bool(sc.get("marker")), "reach": reach, "reason": reason, "evidence": evidence}
-
-
-def summary(entries: list[dict]) -> Optional[str]:
-    """The patch's reach from its behaviour hunks: reachable when one can run, not reachable when
-    none can, unknown otherwise; None when the diff has no behaviour hunk (the marker decides)."""
-    b = [e for e in entries if is_behaviour(e)]
-    if not b:
-        return None
-    if any(e["reach"] == REACHABLE for e in b):
-        return REACHABLE
-    if all(e["reach"] == NOT_REACHABLE for e in b):
-        return NOT_REACHABLE
-    return UNKNOWN
