@@ -305,10 +305,9 @@ stage_hunkcost() {
       for k in 0 1 2; do
         i=$(( (r + k) % 3 ))
         "$PY" gpu/device/throughput.py "${ports[$i]}" --concurrency $conc --requests "$q" \
-          | sed "s/^/${servers[$i]} c$conc round $r /" >> "$A/hunkcost.txt"
+          | sed "s/^/${servers[$i]} c$conc round $r /" | tee -a "$A/hunkcost.txt"  # printed as it goes
       done
     done
-    tail -n 3 "$A/hunkcost.txt"
   done
   "$PY" gpu/device/hunkcost_summary.py "$A/hunkcost.txt" --log "hunks=$W/logs/tiny-hunks.log" \
     --log "bare=$W/logs/tiny-bare.log" --log "bare2=$W/logs/tiny-bare2.log" | tee "$A/hunkcost-summary.txt"
