@@ -221,7 +221,7 @@ class Judge(core.Core):
             j.add("DS228", "every hunk of the run's diff is in server_args.py (flags, argument handling, perhaps the "
                            "announcement): nothing in the workers acts on the flag while decoding, so the marker proves "
                            "only that the flag was parsed.", line=line, text=False)
-        elif behaviour and all(h.get("reach") == hunks.NOT_REACHABLE for h in behaviour):
+        elif hunks.summary(entries) == hunks.NOT_REACHABLE:  # (None: no behaviour hunk, the marker decides)
             j.add("DS226", "no hunk of the run's diff that acts is on the path of the workers this launch runs (each hunk's "
                            "class and function against them, their draft worker and overrides): " + "; ".join(hunks.where(h) for h in behaviour) + ".", line=line, text=False)
         else:
