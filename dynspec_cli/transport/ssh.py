@@ -6,7 +6,6 @@ remote login shell (bash, zsh, fish, ...) only ever sees digits and a fixed wrap
 """
 from __future__ import annotations
 
-import select
 import threading
 from dataclasses import dataclass
 
@@ -29,6 +28,57 @@ class Options:
     look_for_keys: bool = True
 
 
+class _Readable:
+    """Set while a channel's stdout or stderr has data or is closed: what `select` on the
+    channel's fileno would say, without the fileno.
+
+    paramiko's fileno is an OS pipe that the transport thread writes to when data arrives, and
+    `Channel.close()` closes it without the lock the transport thread writes under. A close from
+    another thread (interrupting a read, killing a command) while data arrives made that write
+    hit a closed descriptor: EBADF ended the transport, and every command on the connection saw a
+    drop that nobody caused (or, had the number been reused meanwhile, "*" went into another
+    file). Events are plain objects, so closing the channel has nothing to race with.
+    `flag(i)` is what `BufferedPipe.set_event` takes (it only calls set and clear)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._set = [False, False]
+        self._woken = False
+
+    def flag(self, i: int) -> "_Flag":
+        return _Flag(self, i)
+
+    def _put(self, i: int, value: bool) -> None:
+        with self._cond:
+            self._set[i] = value
+            if value:
+                self._cond.notify_all()
+
+    @property
+    def woken(self) -> bool:
+        return self._woken
+
+    def wake(self) -> None:
+        with self._cond:
+            self._woken = True
+            self._cond.notify_all()
+
+    def wait(self, timeout: float | None) -> None:
+        with self._cond:
+            self._cond.wait_for(lambda: self._woken or any(self._set), timeout)
+
+
+class _Flag:
+    def __init__(self, readable: _Readable, i: int) -> None:
+        self._readable, self._i = readable, i
+
+    def set(self) -> None:
+        self._readable._put(self._i, True)
+
+    def clear(self) -> None:
+        self._readable._put(self._i, False)
+
+
 class SSHProcess(Process):
     """One exec channel. The envelope reports the session's pid as the first stderr line (taken
     off here): killing needs it, because sshd ignores "signal" requests for root logins."""
@@ -40,6 +90,9 @@ class SSHProcess(Process):
         self.generation = generation
         self._pid: int | None = None
         self._head = b""
+        self._readable = _Readable()
+        chan.in_buffer.set_event(self._readable.flag(0))
+        chan.in_stderr_buffer.set_event(self._readable.flag(1))
         if not stdin:
             chan.shutdown_write()
 
@@ -52,11 +105,11 @@ class SSHProcess(Process):
     def read(self, timeout: float | None) -> tuple[bytes, bytes, bool]:
         chan = self._chan
         if not (chan.recv_ready() or chan.recv_stderr_ready() or chan.eof_received or chan.closed):
-            # the channel's fileno is readable when stdout or stderr has data, or on EOF/close
-            select.select([chan], [], [], timeout)
+            self._readable.wait(timeout)  # data on stdout or stderr, EOF, close, or interrupt()
         out = chan.recv(65536) if chan.recv_ready() else b""
         err = chan.recv_stderr(65536) if chan.recv_stderr_ready() else b""
-        eof = (chan.eof_received or chan.closed) and not chan.recv_ready() and not chan.recv_stderr_ready()
+        ended = chan.eof_received or chan.closed or self._readable.woken
+        eof = ended and not chan.recv_ready() and not chan.recv_stderr_ready()
         if self._pid is None:
             err = self._take_pid(err, eof)
         return out, err, eof
@@ -87,7 +140,8 @@ class SSHProcess(Process):
         return connection_lost(self._transport)
 
     def interrupt(self) -> None:
-        self._chan.close()  # paramiko: thread-safe; a blocked read() sees eof
+        self._chan.close()  # thread-safe (no fileno pipe to race with: see _Readable)
+        self._readable.wake()  # a blocked read() returns and sees eof
 
     def kill(self) -> None:
         chan = self._chan
