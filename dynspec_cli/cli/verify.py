@@ -59,6 +59,22 @@ def run_verify(log: str, *, json_out: bool = False, follow: bool = False, timeou
             diff = {"text": text}
         pins = {"sglang_version": sglang_version}  # the engines' own options, by the key of their release
         version = pins.get(eng.version_key) if eng.version_key else engine_version
+        if patch is None and patched is None and source is None:
+            # a log `dynspec launch --patch` wrote, verified on the machine that ran it (a benchmark
+            # script's gate): its record holds the diff as the launch's preflight judged each hunk,
+            # so verify agrees with launch and prove without the user passing --patch again
+            from dynspec_cli.run import records
+            from dynspec_cli.verdict.pipeline import record_diff
+
+            rec = records.of_log(log)
+            run_diff = record_diff(rec) if rec is not None and rec.feature == feat.name and rec.engine == name else None
+            if run_diff is not None:
+                import sys
+
+                diff, patched = run_diff, list(rec.patched_class) or None
+                version = version or (rec.sglang_version if eng.version_key == "sglang_version" else None)
+                where = (rec.patch or {}).get("path") or "its diff"
+                sys.stderr.write(f"dynspec: judging with run {rec.name}'s patch ({where}), from its record\n")
         gc.freeze()
         gc.enable()
         if source is not None:

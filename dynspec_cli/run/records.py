@@ -86,6 +86,40 @@ def read(host: Host, name: str) -> Optional[RunRecord]:
     return rec
 
 
+def of_log(log: str) -> Optional[RunRecord]:
+    """The record of the launch that wrote `log`, when this machine holds it: the log opens with that
+    launch's header (the run's name and start time, control.start_run), and the record in this
+    machine's dynspec home has the same start time. None for anything else (a log copied elsewhere, a
+    server started by hand, a log other launches were appended to, no such record): reading the
+    header costs one line, and a record that does not match is ignored, never guessed at."""
+    import os
+
+    from dynspec_cli.evidence.observation import LAUNCH_PREFIX
+
+    try:
+        with open(log, "rb") as f:
+            first = f.readline(65536).decode("utf-8", "replace")
+    except OSError:
+        return None
+    if not first.startswith(LAUNCH_PREFIX):
+        return None
+    try:
+        header = json.loads(first[len(LAUNCH_PREFIX):])
+        name, started = str(header["name"]), float(header["started_at"])
+    except (ValueError, KeyError, TypeError):
+        return None
+    if not name or "/" in name or name.startswith("."):
+        return None
+    home = os.environ.get("DYNSPEC_HOME") or "~/.dynspec"  # as shell.DYNSPEC_HOME reads it on a host
+    path = os.path.join(os.path.expanduser(home), "runs", f"{name}.json")
+    try:
+        with open(path, "rb") as f:
+            rec = msgspec.json.decode(f.read(), type=RunRecord)
+    except (OSError, msgspec.DecodeError):
+        return None
+    return rec if rec.started_at == started and rec.log_offset == 0 else None
+
+
 def pid_file_path(host: Host, name: str, token: str) -> str:
     return f"{expand(host, RUNS_DIR)}/{name}.{token}.pid"
 
