@@ -90,7 +90,7 @@ def of_log(log: str) -> Optional[RunRecord]:
     """The record of the launch that wrote `log`, when this machine holds it: the log opens with that
     launch's header (the run's name and start time, control.start_run), and the record in this
     machine's dynspec home has the same start time. None for anything else (a log copied elsewhere, a
-    server started by hand, a log other launches were appended to, no such record): reading the
+    server started by hand, a record a later launch of the same name rewrote, no such record): reading the
     header costs one line, and a record that does not match is ignored, never guessed at."""
     import os
 
