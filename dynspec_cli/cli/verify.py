@@ -60,18 +60,13 @@ def run_verify(log: str, *, json_out: bool = False, follow: bool = False, timeou
         pins = {"sglang_version": sglang_version}  # the engines' own options, by the key of their release
         version = pins.get(eng.version_key) if eng.version_key else engine_version
         if patch is None and patched is None and source is None:
-            # a log `dynspec launch --patch` wrote, verified on the machine that ran it (a benchmark
-            # script's gate): its record holds the diff as the launch's preflight judged each hunk,
-            # so verify agrees with launch and prove without the user passing --patch again
-            from dynspec_cli.run import records
-            from dynspec_cli.verdict.pipeline import record_diff
-
-            rec = records.of_log(log)
-            run_diff = record_diff(rec) if rec is not None and rec.feature == feat.name and rec.engine == name else None
-            if run_diff is not None:
+            rec = _launch_record(log, feat.name, name)
+            if rec is not None:
                 import sys
 
-                diff, patched = run_diff, list(rec.patched_class) or None
+                from dynspec_cli.verdict.pipeline import record_diff
+
+                diff, patched = record_diff(rec), list(rec.patched_class) or None
                 version = version or (rec.sglang_version if eng.version_key == "sglang_version" else None)
                 where = (rec.patch or {}).get("path") or "its diff"
                 sys.stderr.write(f"dynspec: judging with run {rec.name}'s patch ({where}), from its record\n")
@@ -103,3 +98,23 @@ def run_verify(log: str, *, json_out: bool = False, follow: bool = False, timeou
 
         render_verdict(doc, source="standard input" if log == "-" else log)
     return v.exit_code
+
+
+def _launch_record(log: str, feature: str, engine: str):
+    """The run record of the `dynspec launch --patch` that wrote `log`, when this machine holds it and it
+    recorded a diff; else None. A benchmark script's gate verifies the log on the machine that ran the
+    launch: the record holds the diff as the launch's preflight judged each hunk, so verify agrees with
+    launch and prove without being given --patch again. Records (and what they import) are loaded only
+    for a log that opens with a launch header."""
+    from dynspec_cli.evidence.observation import launch_header
+
+    header = launch_header(log)
+    if header is None:
+        return None
+    from dynspec_cli.run import records
+    from dynspec_cli.verdict.pipeline import record_diff
+
+    rec = records.of_launch(header)
+    if rec is None or rec.feature != feature or rec.engine != engine or record_diff(rec) is None:
+        return None
+    return rec

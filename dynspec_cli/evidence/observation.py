@@ -17,6 +17,27 @@ from dynspec_cli.knowledge.tables import LogLineRow, WarningRow
 
 PROBE_PREFIX = probe_lines.PREFIX
 LAUNCH_PREFIX = "DYNSPEC-LAUNCH "  # the header `dynspec launch` writes into the log before the server's first line
+
+
+def launch_header(log: str) -> Optional[dict]:
+    """The DYNSPEC-LAUNCH header when it opens the file `log` (the launch that started writing it),
+    else None. One line read."""
+    import json
+
+    try:
+        with open(log, "rb") as f:
+            first = f.readline(65536).decode("utf-8", "replace")
+    except OSError:
+        return None
+    if not first.startswith(LAUNCH_PREFIX):
+        return None
+    try:
+        header = json.loads(first[len(LAUNCH_PREFIX):])
+    except ValueError:
+        return None
+    return header if isinstance(header, dict) else None
+
+
 _EXCEPTION = re.compile(
     r"^(?P<exception>(?:[A-Za-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit|Warning_?)?)(?::\s*(?P<message>.*))?$"
 )

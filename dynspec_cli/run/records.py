@@ -86,27 +86,16 @@ def read(host: Host, name: str) -> Optional[RunRecord]:
     return rec
 
 
-def of_log(log: str) -> Optional[RunRecord]:
-    """The record of the launch that wrote `log`, when this machine holds it: the log opens with that
-    launch's header (the run's name and start time, control.start_run), and the record in this
-    machine's dynspec home has the same start time. None for anything else (a log copied elsewhere, a
-    server started by hand, a record a later launch of the same name rewrote, no such record): reading the
-    header costs one line, and a record that does not match is ignored, never guessed at."""
+def of_launch(header: dict) -> Optional[RunRecord]:
+    """The record of the launch whose log header is `header` (name and start time, control.start_run),
+    when this machine's dynspec home holds it with the same start time. None for anything else (no
+    such record, a record a later launch of the same name rewrote, a header without those fields):
+    a record that does not match is ignored, never guessed at."""
     import os
 
-    from dynspec_cli.evidence.observation import LAUNCH_PREFIX
-
     try:
-        with open(log, "rb") as f:
-            first = f.readline(65536).decode("utf-8", "replace")
-    except OSError:
-        return None
-    if not first.startswith(LAUNCH_PREFIX):
-        return None
-    try:
-        header = json.loads(first[len(LAUNCH_PREFIX):])
         name, started = str(header["name"]), float(header["started_at"])
-    except (ValueError, KeyError, TypeError):
+    except (KeyError, TypeError, ValueError):
         return None
     if not name or "/" in name or name.startswith("."):
         return None
