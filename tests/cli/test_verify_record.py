@@ -25,10 +25,9 @@ def _header(log: Path) -> dict:
     return json.loads(first[len("DYNSPEC-LAUNCH "):])
 
 
-@pytest.fixture
-def run(tmp_path):
-    """Case c's log where its launch wrote it, and a dynspec home holding (or not) its run record: the
-    judged fields of the real record (record-mc.json) plus what the log's header says of the launch."""
+def place_case_c(tmp_path: Path) -> tuple[Path, Path, dict]:
+    """Case c's log where its launch wrote it, an empty dynspec home, and the run's record: the judged
+    fields of the real record (record-mc.json) plus what the log's header says of the launch."""
     log = tmp_path / "logs" / "tiny-mc.log"
     log.parent.mkdir()
     log.write_bytes((HERE / "tiny-mc.log").read_bytes())
@@ -37,6 +36,12 @@ def run(tmp_path):
     head = _header(log)
     rec = {**json.loads((HERE / "record-mc.json").read_text()), "host": "local", "pid": 950, "pgid": 950,
            "argv": head["argv"], "env": head["env"], "log": str(log), "port": 33000, "started_at": head["started_at"]}
+    return log, home, rec
+
+
+@pytest.fixture
+def run(tmp_path):
+    log, home, rec = place_case_c(tmp_path)
 
     def verify(*args: str, record: dict | None = rec):
         if record is not None:

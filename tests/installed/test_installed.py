@@ -125,6 +125,19 @@ def test_bad_input_is_one_line_and_exit_2(installed, tmp_path):
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "no-such.log" in r.stderr and "Traceback" not in r.stderr
 
 
+def test_verify_judges_a_launched_log_with_its_runs_diff(installed, tmp_path):
+    """A benchmark script's gate on the GPU box: `dynspec verify server.log` with no --patch, on issue 29's
+    case c log, finds the run's record by the log's launch header (tests/cli/test_verify_record.py)."""
+    from tests.cli.test_verify_record import place_case_c
+
+    log, home, rec = place_case_c(tmp_path)
+    (home / "runs" / "tiny-mc.json").write_text(json.dumps(rec))
+    r = installed.run("verify", "--json", str(log), env={"DYNSPEC_HOME": str(home)})
+    doc = json.loads(r.stdout)
+    assert (r.returncode, doc["verdict"]) == (0, "live"), r.stderr
+    assert "run tiny-mc's patch" in r.stderr
+
+
 @pytest.mark.wheels
 def test_preflight_against_a_real_sglang_wheel(installed, tmp_path):
     """The classic failure, before launch, from the installed dynspec: sglang 0.5.9, the patch in
