@@ -60,13 +60,12 @@ def run_verify(log: str, *, json_out: bool = False, follow: bool = False, timeou
         pins = {"sglang_version": sglang_version}  # the engines' own options, by the key of their release
         version = pins.get(eng.version_key) if eng.version_key else engine_version
         if patch is None and patched is None and source is None:
-            rec = _launch_record(log, feat.name, name)
-            if rec is not None:
+            found = _launch_record(log, feat.name, name)
+            if found is not None:
                 import sys
 
-                from dynspec_cli.verdict.pipeline import record_diff
-
-                diff, patched = record_diff(rec), list(rec.patched_class) or None
+                rec, diff = found
+                patched = list(rec.patched_class) or None
                 version = version or (rec.sglang_version if eng.version_key == "sglang_version" else None)
                 where = (rec.patch or {}).get("path") or "its diff"
                 sys.stderr.write(f"dynspec: judging with run {rec.name}'s patch ({where}), from its record\n")
@@ -101,8 +100,8 @@ def run_verify(log: str, *, json_out: bool = False, follow: bool = False, timeou
 
 
 def _launch_record(log: str, feature: str, engine: str):
-    """The run record of the `dynspec launch --patch` that wrote `log`, when this machine holds it and it
-    recorded a diff; else None. A benchmark script's gate verifies the log on the machine that ran the
+    """The run record of the `dynspec launch --patch` that wrote `log` and its diff (pipeline.record_diff),
+    when this machine holds it and it recorded one; else None. A benchmark script's gate verifies the log on the machine that ran the
     launch: the record holds the diff as the launch's preflight judged each hunk, so verify agrees with
     launch and prove without being given --patch again. Records (and what they import) are loaded only
     for a log that opens with a launch header."""
@@ -115,6 +114,7 @@ def _launch_record(log: str, feature: str, engine: str):
     from dynspec_cli.verdict.pipeline import record_diff
 
     rec = records.of_launch(header)
-    if rec is None or rec.feature != feature or rec.engine != engine or record_diff(rec) is None:
+    if rec is None or rec.feature != feature or rec.engine != engine:
         return None
-    return rec
+    diff = record_diff(rec)
+    return None if diff is None else (rec, diff)

@@ -100,7 +100,7 @@ def of_launch(header: dict) -> Optional[RunRecord]:
     if not name or "/" in name or name.startswith("."):
         return None
     home = os.environ.get("DYNSPEC_HOME") or "~/.dynspec"  # as shell.DYNSPEC_HOME reads it on a host
-    path = os.path.join(os.path.expanduser(home), "runs", f"{name}.json")
+    path = os.path.join(os.path.expanduser(home) + RUNS_DIR[len(HOME_PREFIX):], f"{name}.json")
     try:
         with open(path, "rb") as f:
             rec = msgspec.json.decode(f.read(), type=RunRecord)
